@@ -1,0 +1,20 @@
+"""course_utils: the helper library of the sequence-models course.
+
+One module per concern, grown unit by unit:
+
+- ``device``    pick CUDA, then Apple MPS, then the CPU (``get_device``)
+- ``repro``     seeding for repeatable notebooks (``seed_everything``)
+- ``checks``    assertions for exercise tests whose failures name the mistake
+- ``training``  a small training loop with progress bars and a ``History``
+- ``plotting``  figures drawn from a ``History`` and friends
+- ``data``      offline-first data: generated corpora, text shipped with Python, local files, hub
+- ``text``      unit 01: tokenizers, vocabulary, padding/collation, BPE, character n-grams
+- ``lm``        unit 02: n-gram language models, cross-entropy, perplexity
+- ``bleu``      unit 02: BLEU from scratch (clipped precision, brevity penalty, smoothing)
+- ``metrics``   unit 02: the course's metrics packaged as local ``evaluate`` modules
+"""
+
+from .device import get_device
+from .repro import seed_everything
+
+__all__ = ["get_device", "seed_everything"]

@@ -1,0 +1,132 @@
+"""Assertions for exercise tests whose failures say *what* is wrong.
+
+Every helper raises ``AssertionError`` with a message that names the value, the expectation
+and, where it helps, the likely mistake (``hint``). They check types strictly
+(``type(x) is torch.Tensor``), since a custom object can fake ``==``.
+
+    check_type(out, torch.Tensor, "masked_softmax(...)")
+    check_shape(out, (2, 5), "masked_softmax(...)")
+    check_close(out, reference, "masked_softmax(...)", hint="did you softmax over dim=-1?")
+    check_sums_to_one(out, dim=-1, name="attention weights")
+    with forbid(F, "scaled_dot_product_attention"):
+        student_attention(q, k, v)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Iterator, Sequence
+
+import torch
+
+
+def _fail(name: str, problem: str, hint: str | None) -> None:
+    message = f"{name}: {problem}"
+    if hint:
+        message += f"\nHint: {hint}"
+    raise AssertionError(message)
+
+
+def check_type(value: Any, expected: type | tuple[type, ...], name: str, hint: str | None = None) -> None:
+    """Assert ``type(value)`` is exactly ``expected`` (or one of a tuple); subclasses do not count."""
+    allowed = expected if isinstance(expected, tuple) else (expected,)
+    if type(value) not in allowed:
+        wanted = " or ".join(t.__name__ for t in allowed)
+        _fail(name, f"expected type {wanted}, got {type(value).__name__}", hint)
+
+
+def check_shape(tensor: torch.Tensor, shape: Sequence[int], name: str, hint: str | None = None) -> None:
+    """Assert ``tensor`` is a ``torch.Tensor`` of exactly ``shape``."""
+    check_type(tensor, torch.Tensor, name)
+    if tuple(tensor.shape) != tuple(shape):
+        _fail(name, f"expected shape {tuple(shape)}, got {tuple(tensor.shape)}", hint)
+
+
+def check_dtype(tensor: torch.Tensor, dtype: torch.dtype, name: str, hint: str | None = None) -> None:
+    """Assert ``tensor.dtype == dtype``."""
+    check_type(tensor, torch.Tensor, name)
+    if tensor.dtype != dtype:
+        _fail(name, f"expected dtype {dtype}, got {tensor.dtype}", hint)
+
+
+def check_close(
+    actual: Any,
+    expected: Any,
+    name: str,
+    atol: float = 1e-6,
+    rtol: float = 1e-5,
+    hint: str | None = None,
+) -> None:
+    """Assert ``actual`` matches ``expected`` within ``atol + rtol * |expected|``.
+
+    Tensors must agree in type, shape and values; the message gives the worst entry.
+    Python numbers are compared the same way (``actual`` may be an int or float, not a
+    tensor, when ``expected`` is a number).
+    """
+    if isinstance(expected, torch.Tensor):
+        check_shape(actual, expected.shape, name, hint)
+        a = actual.detach().to("cpu", torch.float64)
+        e = expected.detach().to("cpu", torch.float64)
+        if not torch.isfinite(a).all() and not torch.equal(torch.isfinite(a), torch.isfinite(e)):
+            _fail(name, "contains NaN or inf where the reference is finite", hint)
+        diff = (a - e).abs()
+        bad = diff > atol + rtol * e.abs()
+        if bad.any():
+            idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+            _fail(
+                name,
+                f"{int(bad.sum())} of {bad.numel()} entries differ from the reference; "
+                f"first at index {idx}: got {a[idx].item():.6g}, expected {e[idx].item():.6g}",
+                hint,
+            )
+        return
+    if isinstance(actual, bool) or not isinstance(actual, (int, float)):
+        _fail(name, f"expected a number, got {type(actual).__name__}", hint)
+    if math.isnan(actual) or abs(actual - expected) > atol + rtol * abs(expected):
+        _fail(name, f"got {actual:.6g}, expected {expected:.6g}", hint)
+
+
+def check_equal(actual: Any, expected: Any, name: str, hint: str | None = None) -> None:
+    """Assert exact equality of plain Python values (lists, dicts, strings, ints).
+
+    The types must match exactly first, so an object that overrides ``__eq__`` cannot pass.
+    """
+    check_type(actual, type(expected), name, hint)
+    if actual != expected:
+        _fail(name, f"got {_short(actual)}, expected {_short(expected)}", hint)
+
+
+def check_sums_to_one(tensor: torch.Tensor, dim: int, name: str, atol: float = 1e-5, hint: str | None = None) -> None:
+    """Assert that ``tensor`` sums to 1 along ``dim`` (rows of probabilities or attention)."""
+    check_type(tensor, torch.Tensor, name)
+    sums = tensor.detach().double().sum(dim=dim)
+    bad = (sums - 1).abs() > atol
+    if bad.any():
+        idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+        _fail(name, f"must sum to 1 along dim {dim}; entry {idx} sums to {sums[idx].item():.4g}", hint)
+
+
+@contextlib.contextmanager
+def forbid(owner: Any, attribute: str, reason: str | None = None) -> Iterator[None]:
+    """Temporarily replace ``owner.attribute`` by a function that raises.
+
+    Use it to make sure an exercise builds the thing instead of calling the library
+    version, e.g. ``with forbid(torch.nn.functional, "scaled_dot_product_attention"):``.
+    """
+    original = getattr(owner, attribute)
+    label = f"{getattr(owner, '__name__', type(owner).__name__)}.{attribute}"
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(reason or f"{label} may not be used in this exercise: build it yourself")
+
+    setattr(owner, attribute, refuse)
+    try:
+        yield
+    finally:
+        setattr(owner, attribute, original)
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

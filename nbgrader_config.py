@@ -1,0 +1,30 @@
+"""nbgrader configuration for the course (read from the repository root only)."""
+
+import os
+
+c = get_config()  # noqa: F821  (injected by nbgrader)
+
+c.CourseDirectory.course_id = "seqmodels"
+c.CourseDirectory.root = os.getcwd()  # nbgrader reads this file from the current directory only
+# The instructor edits solutions/NN_name/NN_name.ipynb; students get exercises/NN_name/.
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "exercises"
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.log", "data"]
+
+# Lectures of later units train small models inside test cells; nbgrader's default of
+# 30 s per cell is far too tight for a 2-core laptop.
+c.Execute.timeout = 600
+c.ExecutePreprocessor.timeout = 600
+
+# Exercises are released without outputs; the stub raises NotImplementedError.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Feedback shows test cells without their hidden tests, and failures without tracebacks
+# (whose context lines would quote the hidden test code); the failure message remains.
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+
+from course_utils.grading import HideTestCode  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, HideTestCode, CSSHTMLHeaderPreprocessor]
