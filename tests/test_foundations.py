@@ -1,0 +1,204 @@
+"""Unit tests of course_utils' foundations: device, seeding, checks, training, plotting, grading."""
+
+from __future__ import annotations
+
+import random
+
+import matplotlib
+import nbformat
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+matplotlib.use("Agg")
+
+from course_utils import checks, get_device, seed_everything  # noqa: E402
+from course_utils.device import describe  # noqa: E402
+from course_utils.grading import HideTestCode  # noqa: E402
+from course_utils.plotting import plot_heatmap, plot_history  # noqa: E402
+from course_utils.training import History, evaluate_loss, fit, to_device  # noqa: E402
+
+
+# ----------------------------------------------------------------------------- device
+
+def test_get_device_prefers_cuda_when_present_else_cpu(monkeypatch):
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    expected = "cuda" if torch.cuda.is_available() else ("mps" if torch.backends.mps.is_available() else "cpu")
+    assert get_device().type == expected
+
+
+def test_get_device_respects_override(monkeypatch):
+    monkeypatch.setenv("COURSE_DEVICE", "cpu")
+    assert get_device() == torch.device("cpu")
+    assert get_device(prefer="cpu").type == "cpu"
+    assert describe(torch.device("cpu")) == "cpu"
+
+
+def test_get_device_rejects_unknown_and_absent(monkeypatch):
+    with pytest.raises(ValueError, match="one of"):
+        get_device(prefer="tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="cuda"):
+            get_device(prefer="cuda")
+
+
+# ----------------------------------------------------------------------------- seeding
+
+def test_seed_everything_repeats_all_generators():
+    gen = seed_everything(123)
+    first = (random.random(), np.random.rand(), torch.rand(3), torch.rand(2, generator=gen))
+    gen = seed_everything(123)
+    second = (random.random(), np.random.rand(), torch.rand(3), torch.rand(2, generator=gen))
+    assert first[0] == second[0] and first[1] == second[1]
+    assert torch.equal(first[2], second[2]) and torch.equal(first[3], second[3])
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "0", True])
+def test_seed_everything_rejects_bad_seeds(bad):
+    with pytest.raises(ValueError, match="seed"):
+        seed_everything(bad)
+
+
+# ----------------------------------------------------------------------------- checks
+
+def test_check_type_is_strict():
+    class FakeTensor(torch.Tensor):
+        pass
+
+    checks.check_type(torch.zeros(1), torch.Tensor, "x")
+    with pytest.raises(AssertionError, match="expected type Tensor, got FakeTensor"):
+        checks.check_type(torch.zeros(1).as_subclass(FakeTensor), torch.Tensor, "x")
+    with pytest.raises(AssertionError, match="expected type int or float, got str"):
+        checks.check_type("1", (int, float), "x")
+
+
+def test_check_shape_and_dtype_messages():
+    with pytest.raises(AssertionError, match=r"out: expected shape \(2, 3\), got \(3, 2\)"):
+        checks.check_shape(torch.zeros(3, 2), (2, 3), "out")
+    with pytest.raises(AssertionError, match="expected dtype torch.int64"):
+        checks.check_dtype(torch.zeros(2), torch.long, "ids")
+
+
+def test_check_close_reports_first_bad_entry_and_hint():
+    expected = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    checks.check_close(expected + 1e-9, expected, "y")
+    actual = expected.clone()
+    actual[1, 0] = 3.5
+    with pytest.raises(AssertionError) as info:
+        checks.check_close(actual, expected, "y", hint="softmax over the wrong axis?")
+    message = str(info.value)
+    assert "1 of 4 entries differ" in message and "(1, 0)" in message and "got 3.5" in message
+    assert "Hint: softmax over the wrong axis?" in message
+
+
+def test_check_close_numbers():
+    checks.check_close(0.5 + 1e-9, 0.5, "p")
+    with pytest.raises(AssertionError, match="got 0.6, expected 0.5"):
+        checks.check_close(0.6, 0.5, "p")
+    with pytest.raises(AssertionError, match="expected a number"):
+        checks.check_close(torch.tensor(0.5), 0.5, "p")
+    with pytest.raises(AssertionError):
+        checks.check_close(float("nan"), 0.5, "p")
+
+
+def test_check_equal_rejects_type_tricks():
+    class AlwaysEqual(list):
+        def __eq__(self, other):
+            return True
+
+    checks.check_equal([1, 2], [1, 2], "ids")
+    with pytest.raises(AssertionError, match="expected type list, got AlwaysEqual"):
+        checks.check_equal(AlwaysEqual([9]), [1, 2], "ids")
+    with pytest.raises(AssertionError, match=r"got \[2, 1\], expected \[1, 2\]"):
+        checks.check_equal([2, 1], [1, 2], "ids")
+
+
+def test_check_sums_to_one_names_the_row():
+    weights = torch.tensor([[0.5, 0.5], [0.73, 0.0]])
+    with pytest.raises(AssertionError, match=r"entry \(1,\) sums to 0.73"):
+        checks.check_sums_to_one(weights, dim=-1, name="attention weights")
+    checks.check_sums_to_one(torch.softmax(torch.randn(3, 4), dim=-1), dim=-1, name="w")
+
+
+def test_forbid_blocks_then_restores():
+    original = F.softmax
+    with checks.forbid(F, "softmax"):
+        with pytest.raises(AssertionError, match="may not be used"):
+            F.softmax(torch.zeros(2), dim=0)
+    assert F.softmax is original
+
+
+# ----------------------------------------------------------------------------- training
+
+def _regression_data(n=64):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 3, generator=gen)
+    y = x @ torch.tensor([1.0, -2.0, 0.5]) + 0.3
+    return [(x[i : i + 16], y[i : i + 16]) for i in range(0, n, 16)]
+
+
+def _mse(model, batch):
+    x, y = batch
+    return F.mse_loss(model(x).squeeze(-1), y)
+
+
+def test_fit_reduces_loss_and_records_history():
+    seed_everything(0)
+    model = torch.nn.Linear(3, 1)
+    data = _regression_data()
+    before = evaluate_loss(model, data, _mse, "cpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
+    history = fit(model, data, _mse, opt, epochs=5, val_loader=data, scheduler=sched, clip_norm=10.0, progress=False)
+    assert len(history.step_loss) == 20 and len(history.train_loss) == 5 and len(history.val_loss) == 5
+    assert history.lr[0] == 0.1 and history.lr[4] == 0.05
+    assert history.val_loss[-1] < 0.1 * before
+
+
+def test_fit_rejects_empty_loader_and_nan_loss():
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="no batches"):
+        fit(model, [], _mse, opt, progress=False)
+    with pytest.raises(ValueError, match="epochs"):
+        fit(model, _regression_data(), _mse, opt, epochs=0, progress=False)
+    with pytest.raises(FloatingPointError, match="nan"):
+        fit(model, _regression_data(), lambda m, b: torch.tensor(float("nan"), requires_grad=True), opt, progress=False)
+
+
+def test_to_device_handles_nested_batches():
+    batch = {"x": torch.zeros(2), "pair": (torch.ones(1), [torch.ones(1)]), "n": 3}
+    moved = to_device(batch, "cpu")
+    assert moved["n"] == 3 and isinstance(moved["pair"], tuple) and isinstance(moved["pair"][1], list)
+
+
+# ----------------------------------------------------------------------------- plotting
+
+def test_plot_history_draws_curves():
+    history = History(step_loss=[3.0, 2.0, 1.5, 1.0], train_loss=[2.5, 1.25], val_loss=[2.0, 1.1])
+    ax = plot_history(history)
+    assert len(ax.lines) == 3 and ax.get_xlabel() == "step"
+    with pytest.raises(ValueError, match="empty"):
+        plot_history(History())
+
+
+def test_plot_heatmap_checks_dimensions():
+    ax = plot_heatmap(torch.rand(2, 3), x_labels=list("abc"), y_labels=["p", "q"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="2-D"):
+        plot_heatmap(torch.rand(2, 3, 4))
+
+
+# ----------------------------------------------------------------------------- grading
+
+def test_hide_test_code_keeps_message_drops_traceback():
+    test_cell = nbformat.v4.new_code_cell("assert secret_check()", metadata={"nbgrader": {"grade": True, "solution": False}})
+    test_cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="rows must sum to 1",
+                                                traceback=["---", "assert secret_check()"])]
+    answer_cell = nbformat.v4.new_code_cell("x", metadata={"nbgrader": {"grade": False, "solution": True}})
+    answer_cell.outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="x", traceback=["line x"])]
+    nb = nbformat.v4.new_notebook(cells=[test_cell, answer_cell])
+    nb, _ = HideTestCode()(nb, {})
+    assert nb.cells[0].outputs[0]["traceback"] == ["AssertionError: rows must sum to 1"]
+    assert nb.cells[1].outputs[0]["traceback"] == ["line x"]  # the student's own code keeps its traceback
