@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=. README.md
+	$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) README.md
 
 test: setup
 	$(OFFLINE) $(BIN)/python -m pytest -n 2 --dist loadscope \
