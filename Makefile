@@ -1,5 +1,5 @@
 # The course's commands. Each target sets up the virtual environment first when it is
-# missing or older than pyproject.toml, so a fresh clone needs nothing installed by hand
+# missing or older than pyproject.toml or constraints.txt, so a fresh clone needs nothing installed by hand
 # beyond Python 3.10+ and make.
 #   make lab        set up, then open the course in JupyterLab   (students)
 #   make test       set up, then run the whole test suite        (CI)
@@ -10,18 +10,20 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.course-installed
+# Tested versions, so lectures re-execute to the same output; `CONSTRAINTS=` resolves freely.
+CONSTRAINTS ?= constraints.txt
 UNITS  := $(notdir $(wildcard solutions/[0-9][0-9]_*))
-# No test may reach the network: these make every Hugging Face lookup fail fast.
 # nbgrader runs `alembic` and `jupyter` from PATH, so the environment's bin comes first.
 export PATH := $(abspath $(BIN)):$(PATH)
+# No test may reach the network: these make every Hugging Face lookup fail fast.
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
 
 .PHONY: setup lab test exercises bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[dev]"
 	$(BIN)/jupyter labextension enable @jupyter/nbgrader >/dev/null
 	touch $(STAMP)
 
