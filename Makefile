@@ -17,6 +17,11 @@ UNITS  := $(notdir $(wildcard solutions/[0-9][0-9]_*))
 export PATH := $(abspath $(BIN)):$(PATH)
 # No test may reach the network: these make every Hugging Face lookup fail fast.
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
+# Tests run on both cores through pytest-xdist, one process per core: each process (and each
+# notebook kernel it starts) uses one thread, since two kernels spinning two OpenMP threads
+# each on two cores slow each other down by an order of magnitude. Lectures are executed
+# for commit with the same setting, so nbval sees the same numbers.
+SUITE_ENV := $(OFFLINE) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 .PHONY: setup lab test exercises bench clean
 
@@ -33,7 +38,7 @@ lab: setup
 	$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) README.md
 
 test: setup
-	$(OFFLINE) $(BIN)/python -m pytest -n 2 --dist loadscope \
+	$(SUITE_ENV) $(BIN)/python -m pytest -n 2 --dist loadscope \
 	    --nbval lectures --nbval-sanitize-with tests/sanitize.cfg tests
 
 exercises: setup

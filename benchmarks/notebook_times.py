@@ -5,7 +5,7 @@
     python -m benchmarks.notebook_times lectures/01_tokenization.ipynb
 
 Each lecture runs alone in one pytest process (one kernel), as a student's "Run All" would;
-the suite runs exactly as `make test` does. Budget: each lecture <= ~120 s on 2 CPU cores.
+the suite runs exactly as `make test` does (two workers). Budget: each lecture <= ~120 s on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ NBVAL = ["--nbval", "--nbval-sanitize-with", "tests/sanitize.cfg", "-p", "no:cac
 
 
 def timed(cmd: list[str]) -> tuple[float, int]:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_EVALUATE_OFFLINE="1")
+    # Same environment as `make test`: offline, one thread per process (lectures are executed
+    # for commit that way, so nbval compares like with like; a lone Run All may use more cores).
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_EVALUATE_OFFLINE="1",
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     start = time.perf_counter()
     result = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
