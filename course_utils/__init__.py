@@ -12,6 +12,9 @@ One module per concern, grown unit by unit:
 - ``lm``        unit 02: n-gram language models, cross-entropy, perplexity
 - ``bleu``      unit 02: BLEU from scratch (clipped precision, brevity penalty, smoothing)
 - ``metrics``   unit 02: the course's metrics packaged as local ``evaluate`` modules
+- ``rnn``       unit 03: the RNN loop, manual BPTT, clipping, truncated-BPTT batches, a char RNN LM
+- ``gated``     unit 04: LSTM and GRU cells, masked pooling, the adding problem, classifiers
+- ``grading``   nbgrader add-ons for instructors (feedback without hidden test code)
 """
 
 from .device import get_device
