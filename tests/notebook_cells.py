@@ -141,3 +141,27 @@ def check_bank(unit: str, bank: list[Mistake], minimum: int = 5) -> None:
     for answer in answer_ids(unit):
         count = sum(m.answer == answer for m in bank)
         assert count >= minimum, f"{unit}: answer cell {answer!r} has {count} mistakes, need {minimum}"
+
+
+def bank_tests(unit: str, bank: list[Mistake]):
+    """The three tests every mistake bank runs, for its module to bind to ``test_*`` names:
+
+        test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
+
+    The solution passes each test cell (so a failure below is the mistake's, not the harness's),
+    every answer cell has at least five mistakes, and each mistake loses its test cell's points.
+    """
+    import pytest
+
+    def test_bank_covers_every_answer():
+        check_bank(unit, bank)
+
+    @pytest.mark.parametrize("answer", answer_ids(unit))
+    def test_solution_passes(answer):
+        run_test_cell(unit, answer.replace("_answer", "_test"))
+
+    @pytest.mark.parametrize("mistake", bank, ids=lambda m: m.name)
+    def test_mistake_loses_points(mistake):
+        assert_loses_points(unit, mistake)
+
+    return test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points

@@ -1,7 +1,6 @@
 """Mistake bank of unit 01: plausible wrong answers, each of which must lose its cell's points."""
 
-import pytest
-from notebook_cells import Mistake, answer_ids, assert_loses_points, check_bank, run_test_cell
+from notebook_cells import Mistake, bank_tests
 
 UNIT = "01_tokenization"
 
@@ -109,16 +108,4 @@ BANK = [
             patches=(("    return grams\n", "    return sorted(grams, key=lambda g: wrapped.index(g))\n"),)),
 ]
 
-
-def test_bank_covers_every_answer():
-    check_bank(UNIT, BANK)
-
-
-@pytest.mark.parametrize("answer", answer_ids(UNIT))
-def test_solution_passes(answer):
-    run_test_cell(UNIT, answer.replace("_answer", "_test"))
-
-
-@pytest.mark.parametrize("mistake", BANK, ids=lambda m: m.name)
-def test_mistake_loses_points(mistake):
-    assert_loses_points(UNIT, mistake)
+test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)

@@ -1,8 +1,7 @@
 """Mistake bank of exercise 02 (evaluation): each plausible wrong answer must lose the points
 of its test cell, run through the very test code nbgrader runs (hidden tests included)."""
 
-import pytest
-from notebook_cells import Mistake, answer_ids, assert_loses_points, check_bank, run_test_cell
+from notebook_cells import Mistake, bank_tests
 
 UNIT = "02_evaluation"
 
@@ -77,16 +76,4 @@ BANK = [
                       "matches[n - 1] += m / t if t else 0\n            totals[n - 1] += 1"),)),
 ]
 
-
-def test_bank_covers_every_answer():
-    check_bank(UNIT, BANK)
-
-
-@pytest.mark.parametrize("answer", answer_ids(UNIT))
-def test_solution_passes(answer):
-    run_test_cell(UNIT, answer.replace("_answer", "_test"))
-
-
-@pytest.mark.parametrize("mistake", BANK, ids=lambda m: m.name)
-def test_mistake_loses_points(mistake):
-    assert_loses_points(UNIT, mistake)
+test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
