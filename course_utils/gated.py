@@ -26,6 +26,8 @@ import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from .text import lengths_to_mask
+
 POOLINGS = ("last", "mean", "max")
 CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
@@ -161,14 +163,6 @@ def run_gru(x: torch.Tensor, W_ih: torch.Tensor, W_hh: torch.Tensor, b_ih: torch
 
 
 # --------------------------------------------------------------------------- masks and pooling
-
-def lengths_to_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
-    """``lengths (B,)`` integer -> ``mask (B, T)`` bool, True on the first ``lengths[b]`` steps."""
-    if not isinstance(lengths, torch.Tensor) or lengths.dim() != 1 or lengths.is_floating_point():
-        raise ValueError(f"lengths must be a 1-D integer tensor, got {getattr(lengths, 'shape', lengths)!r}")
-    max_len = int(lengths.max()) if max_len is None else max_len
-    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
-
 
 def masked_pool(outputs: torch.Tensor, mask: torch.Tensor, how: str = "last") -> torch.Tensor:
     """Pool ``outputs (B, T, H)`` over the valid steps given by ``mask (B, T)`` bool -> ``(B, H)``.

@@ -168,8 +168,15 @@ def pad_batch(
     ids = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)  # (B, T)
     for b, row in enumerate(rows):
         ids[b, : len(row)] = torch.tensor(row, dtype=torch.long)
-    mask = torch.arange(ids.shape[1]) < lengths[:, None]  # (B, T)
-    return ids, lengths, mask
+    return ids, lengths, lengths_to_mask(lengths, ids.shape[1])
+
+
+def lengths_to_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """``lengths (B,)`` integer -> ``mask (B, T)`` bool, True on the first ``lengths[b]`` steps."""
+    if not isinstance(lengths, torch.Tensor) or lengths.dim() != 1 or lengths.is_floating_point():
+        raise ValueError(f"lengths must be a 1-D integer tensor, got {getattr(lengths, 'shape', lengths)!r}")
+    max_len = int(lengths.max()) if max_len is None else max_len
+    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
 
 
 def collate(
