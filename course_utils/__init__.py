@@ -14,6 +14,8 @@ One module per concern, grown unit by unit:
 - ``metrics``   unit 02: the course's metrics packaged as local ``evaluate`` modules
 - ``rnn``       unit 03: the RNN loop, manual BPTT, clipping, truncated-BPTT batches, a char RNN LM
 - ``gated``     unit 04: LSTM and GRU cells, masked pooling, the adding problem, classifiers
+- ``seq2seq``   units 05-06: parallel-corpus batches, teacher forcing, greedy decoding, scoring
+- ``attention`` unit 05: masked softmax, scaled dot-product and multi-head attention, additive scores
 - ``grading``   nbgrader add-ons for instructors (feedback without hidden test code)
 """
 

@@ -8,6 +8,7 @@ real corpora (IMDB, ...) when online or given a local path, and fails fast with
     text = python_docs_text(max_chars=50_000)            # real English prose, no download
     source = MarkovSource.random("abcd ", seed=0)        # a toy language with a known entropy
     reviews = sentiment_with_negation(1000, seed=0)      # [("the film was not good", 0), ...]
+    pairs = date_pairs(5000, seed=0)                     # [("samedi 21 novembre 2026", "2026-11-21"), ...]
 """
 
 from __future__ import annotations
@@ -150,6 +151,45 @@ def sentiment_with_negation(num_examples: int = 1000, seed: int = 0) -> list[tup
             text = f"{text} but {second}"
         examples.append((text, label))
     return examples
+
+
+# --------------------------------------------------------------------------- a parallel corpus
+
+DATE_LOCALES = ("en", "de", "fr", "es")
+DATE_FORMATS = ("full", "long", "medium")
+
+
+def date_pairs(
+    num_pairs: int,
+    locales: tuple[str, ...] = DATE_LOCALES,
+    formats: tuple[str, ...] = DATE_FORMATS,
+    seed: int = 0,
+    years: tuple[int, int] = (1950, 2049),
+) -> list[tuple[str, str]]:
+    """A translation task with easy-to-read alignments: dates written out -> ISO dates.
+
+    Each pair is ``(written, iso)``, e.g. ``("samedi 21 novembre 2026", "2026-11-21")``. The
+    written forms are real: Unicode CLDR date formats for each locale, through Babel (which
+    JupyterLab already installs). Dates are drawn uniformly from ``years`` (inclusive), the
+    locale and format uniformly from ``locales`` and ``formats`` (Babel's ``"full"``,
+    ``"long"``, ``"medium"``, ``"short"``). Deterministic for a given ``seed``.
+    """
+    import datetime
+
+    from babel.dates import format_date
+
+    if not isinstance(num_pairs, int) or num_pairs < 1:
+        raise ValueError(f"num_pairs must be a positive int, got {num_pairs!r}")
+    if not locales or not formats:
+        raise ValueError("locales and formats must be non-empty")
+    first, last = datetime.date(years[0], 1, 1).toordinal(), datetime.date(years[1], 12, 31).toordinal()
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(num_pairs):
+        day = datetime.date.fromordinal(rng.randint(first, last))
+        written = format_date(day, format=rng.choice(formats), locale=rng.choice(locales))
+        pairs.append((written, day.isoformat()))
+    return pairs
 
 
 # --------------------------------------------------------------------------- local files
