@@ -12,6 +12,9 @@ a key-padding mask ``(B, T_k)`` becomes ``mask[:, None, :]`` for single-head sco
     out, weights = scaled_dot_product_attention(q, k, v, mask)   # (B, T_q, d_v), (B, T_q, T_k)
     mha = MultiHeadAttention(d_model=64, num_heads=4)
     out, weights = mha(x, x, x, causal_mask(T))                    # self-attention, (B, T, 64)
+
+:class:`BahdanauSeq2Seq` is a GRU encoder-decoder with additive attention that follows the
+seq2seq calling convention of :mod:`course_utils.seq2seq` (``model(src, src_lengths, tgt_in)``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ import math
 
 import torch
 import torch.nn as nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from .text import PAD_ID, lengths_to_mask
 
 
 def _check_mask(mask: torch.Tensor | None, scores: torch.Tensor) -> None:
@@ -155,3 +161,66 @@ class AdditiveAttention(nn.Module):
         """-> ``output (B, T_q, d_v)`` and ``weights (B, T_q, T_k)``; ``mask`` as for the scores."""
         weights = masked_softmax(self.scores(query, key), mask)  # (B, T_q, T_k)
         return weights @ value, weights                          # (B, T_q, d_v)
+
+
+# --------------------------------------------------------------------------- seq2seq with attention
+
+class BahdanauSeq2Seq(nn.Module):
+    """A GRU encoder-decoder with additive attention (Bahdanau, Cho and Bengio, 2015).
+
+    The encoder is a bidirectional GRU over the embedded source; its outputs ``(B, S, 2H)`` are
+    the keys and values. At each target step the decoder's previous state ``s_{t-1}`` is the
+    query; the context ``c_t`` (weighted mean of encoder outputs, padded source positions
+    masked) and the embedded previous token feed a ``GRUCell``; the logits come from
+    ``[s_t; c_t; embedding]``. Follows the seq2seq calling convention of
+    :mod:`course_utils.seq2seq`::
+
+        logits = model(src, src_lengths, tgt_in)   # (B, S), (B,), (B, T) -> (B, T, V_tgt)
+        model.last_attention                       # (B, T, S), weights of that forward pass
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 32, hidden_size: int = 64):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.src_embed = nn.Embedding(src_vocab_size, embed_size, padding_idx=PAD_ID)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, embed_size, padding_idx=PAD_ID)
+        self.encoder = nn.GRU(embed_size, hidden_size, batch_first=True, bidirectional=True)
+        self.init_state = nn.Linear(2 * hidden_size, hidden_size)
+        self.attention = AdditiveAttention(hidden_size, 2 * hidden_size, hidden_size)
+        self.decoder = nn.GRUCell(embed_size + 2 * hidden_size, hidden_size)
+        self.out = nn.Linear(hidden_size + 2 * hidden_size + embed_size, tgt_vocab_size)
+        self.last_attention: torch.Tensor | None = None
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``src (B, S)``, ``src_lengths (B,)`` -> encoder outputs ``(B, S, 2H)`` (zero on padding),
+        source mask ``(B, S)`` bool and the decoder's initial state ``(B, H)``."""
+        if not isinstance(src, torch.Tensor) or not isinstance(src_lengths, torch.Tensor):
+            raise ValueError("src and src_lengths must be tensors")
+        if src.dim() != 2 or src.dtype != torch.long:
+            raise ValueError(f"src must be (B, S) long, got shape {tuple(src.shape)} dtype {src.dtype}")
+        if src_lengths.shape != src.shape[:1] or int(src_lengths.min()) < 1 or int(src_lengths.max()) > src.shape[1]:
+            raise ValueError(f"src_lengths must be (B,) = ({src.shape[0]},) with values in 1..{src.shape[1]}, "
+                             f"got {src_lengths.tolist()}")
+        packed = pack_padded_sequence(self.src_embed(src), src_lengths.cpu(), batch_first=True, enforce_sorted=False)
+        enc, last = self.encoder(packed)                                    # last: (2, B, H)
+        enc, _ = pad_packed_sequence(enc, batch_first=True, total_length=src.shape[1])  # (B, S, 2H)
+        state = torch.tanh(self.init_state(torch.cat([last[0], last[1]], dim=-1)))      # (B, H)
+        return enc, lengths_to_mask(src_lengths.to(src.device), src.shape[1]), state
+
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """``src (B, S)``, ``src_lengths (B,)``, ``tgt_in (B, T)`` (teacher forcing) -> ``logits (B, T, V_tgt)``."""
+        if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"tgt_in must be (B, T) with B = {src.shape[0]}, got {tuple(tgt_in.shape)}")
+        enc, mask, state = self.encode(src, src_lengths)  # (B, S, 2H), (B, S), (B, H)
+        keys = self.attention.W_k(enc)                    # (B, S, H): projected once, reused every step
+        embedded = self.tgt_embed(tgt_in)                 # (B, T, E)
+        features, weights = [], []
+        for t in range(tgt_in.shape[1]):
+            scores = self.attention.w_v(torch.tanh(self.attention.W_q(state)[:, None, :] + keys)).squeeze(-1)  # (B, S)
+            alpha = masked_softmax(scores, mask)           # (B, S)
+            context = (alpha[:, :, None] * enc).sum(dim=1)  # (B, 2H)
+            state = self.decoder(torch.cat([embedded[:, t], context], dim=-1), state)  # (B, H)
+            features.append(torch.cat([state, context, embedded[:, t]], dim=-1))      # (B, H + 2H + E)
+            weights.append(alpha)
+        self.last_attention = torch.stack(weights, dim=1).detach()  # (B, T, S)
+        return self.out(torch.stack(features, dim=1))               # (B, T, V_tgt)
