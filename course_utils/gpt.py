@@ -1,0 +1,239 @@
+"""A decoder-only transformer language model (GPT), configurable with the choices units 06-07 teach.
+
+One ``GPTConfig`` selects between the original and the modern ingredients, so that an ablation
+is a change of one field:
+
+- ``norm_first``  Pre-LN (GPT-2: ``x + f(norm(x))``) or Post-LN (Vaswani et al.: ``norm(x + f(x))``)
+- ``norm``        ``"layer"`` (LayerNorm) or ``"rms"`` (RMSNorm, Zhang and Sennrich)
+- ``ffn``         ``"gelu"`` (two linear maps around a GELU) or ``"swiglu"`` (Shazeer, "GLU Variants
+                  Improve Transformer")
+- ``position``    ``"learned"`` absolute embeddings (GPT-2) or ``"rope"`` rotary embeddings applied to
+                  queries and keys (Su et al., "RoFormer")
+
+Initialisation follows GPT-2: normal with std 0.02, and the projections that write into the residual
+stream scaled by ``1/sqrt(2 * num_layers)``. Attention runs through ``F.scaled_dot_product_attention``
+with ``is_causal=True`` (unit 05 shows it equals attention written by hand).
+
+    config = GPTConfig(vocab_size=65, block_size=64, num_layers=4, num_heads=4, d_model=128)
+    model = GPT(config)
+    logits = model(idx)                                  # (B, T) long -> (B, T, V)
+    loss = model.loss(idx, targets)                      # mean cross-entropy, nats per token
+    text_ids = generate(model, prompt, 100, temperature=0.8, top_k=20)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int
+    block_size: int = 64          # longest context T the model sees
+    num_layers: int = 4
+    num_heads: int = 4
+    d_model: int = 128
+    dropout: float = 0.0
+    bias: bool = False            # biases in Linear and LayerNorm
+    norm_first: bool = True       # Pre-LN (True) or Post-LN (False)
+    norm: str = "layer"           # "layer" or "rms"
+    ffn: str = "gelu"             # "gelu" or "swiglu"
+    ffn_hidden: int | None = None  # default: 4 D for gelu, the same parameter count (8/3 D) for swiglu
+    position: str = "learned"     # "learned" or "rope"
+    rope_base: float = 10000.0
+    tie_weights: bool = True      # output projection shares the token embedding matrix
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+        for name, allowed in (("norm", ("layer", "rms")), ("ffn", ("gelu", "swiglu")), ("position", ("learned", "rope"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.position == "rope" and (self.d_model // self.num_heads) % 2:
+            raise ValueError("RoPE needs an even head width d_model / num_heads")
+        if self.ffn_hidden is None:
+            self.ffn_hidden = 4 * self.d_model if self.ffn == "gelu" else _round_up(8 * self.d_model // 3, 8)
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return (n + multiple - 1) // multiple * multiple
+
+
+def make_norm(config: GPTConfig) -> nn.Module:
+    if config.norm == "rms":
+        return nn.RMSNorm(config.d_model, eps=1e-6)
+    return nn.LayerNorm(config.d_model, bias=config.bias)
+
+
+# --------------------------------------------------------------------------- rotary positions
+
+def rope_tables(seq_len: int, d_head: int, base: float = 10000.0, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos, sin`` of shape ``(T, d_head)``: angle ``t * base^(-2i/d_head)`` for pair ``i``, repeated
+    for both halves (the "rotate half" pairing of feature ``i`` with feature ``i + d_head/2``)."""
+    inv_freq = base ** (-torch.arange(0, d_head, 2, device=device, dtype=torch.float32) / d_head)  # (d_head/2,)
+    angles = torch.arange(seq_len, device=device, dtype=torch.float32)[:, None] * inv_freq       # (T, d_head/2)
+    angles = torch.cat([angles, angles], dim=-1)                                                   # (T, d_head)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x (..., T, d_head)`` by the position-dependent angles in ``cos, sin (T, d_head)``."""
+    x1, x2 = x.chunk(2, dim=-1)                                  # (..., T, d_head/2) each
+    rotated = torch.cat([-x2, x1], dim=-1)                       # (..., T, d_head)
+    return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
+
+
+# --------------------------------------------------------------------------- the blocks
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.num_heads, self.dropout = config.num_heads, config.dropout
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
+        self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
+        self.proj.residual = True  # scaled at initialisation
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        batch_size, seq_len, d_model = x.shape
+        q, k, v = self.qkv(x).split(d_model, dim=-1)                                   # (B, T, D) each
+        q, k, v = (t.view(batch_size, seq_len, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d_head)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                             dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, d_head)
+        return self.proj(out.transpose(1, 2).reshape(batch_size, seq_len, d_model))     # (B, T, D)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.swiglu = config.ffn == "swiglu"
+        width = config.ffn_hidden * (2 if self.swiglu else 1)
+        self.up = nn.Linear(config.d_model, width, bias=config.bias)
+        self.down = nn.Linear(config.ffn_hidden, config.d_model, bias=config.bias)
+        self.down.residual = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.up(x)                                   # (B, T, F) or (B, T, 2F)
+        if self.swiglu:
+            gate, value = h.chunk(2, dim=-1)             # (B, T, F) each
+            h = F.silu(gate) * value
+        else:
+            h = F.gelu(h)
+        return self.down(h)                              # (B, T, D)
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.norm_first = config.norm_first
+        self.norm1, self.attn = make_norm(config), CausalSelfAttention(config)
+        self.norm2, self.ffn = make_norm(config), FeedForward(config)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor, rope=None) -> torch.Tensor:
+        if self.norm_first:                              # Pre-LN: the residual stream is never normalised
+            x = x + self.drop(self.attn(self.norm1(x), rope))
+            return x + self.drop(self.ffn(self.norm2(x)))
+        x = self.norm1(x + self.drop(self.attn(x, rope)))  # Post-LN: normalise after each residual sum
+        return self.norm2(x + self.drop(self.ffn(x)))
+
+
+class GPT(nn.Module):
+    """Token embedding -> ``num_layers`` blocks -> (final norm, for Pre-LN) -> logits over the vocabulary."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.pos_emb = nn.Embedding(config.block_size, config.d_model) if config.position == "learned" else None
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_layers))
+        self.norm_f = make_norm(config) if config.norm_first else nn.Identity()
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_weights:
+            self.head.weight = self.tok_emb.weight
+        if config.position == "rope":
+            cos, sin = rope_tables(config.block_size, config.d_model // config.num_heads, config.rope_base)
+            self.register_buffer("rope_cos", cos, persistent=False)  # (T, d_head)
+            self.register_buffer("rope_sin", sin, persistent=False)
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            std = 0.02 / math.sqrt(2 * self.config.num_layers) if getattr(module, "residual", False) else 0.02
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """``idx (B, T)`` long token ids, ``T <= block_size`` -> ``logits (B, T, V)``."""
+        if idx.dim() != 2 or idx.dtype != torch.long:
+            raise ValueError(f"idx must be (B, T) long, got shape {tuple(idx.shape)} dtype {idx.dtype}")
+        seq_len = idx.shape[1]
+        if seq_len > self.config.block_size:
+            raise ValueError(f"sequence of length {seq_len} is longer than block_size={self.config.block_size}")
+        x = self.tok_emb(idx)                                              # (B, T, D)
+        rope = None
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(seq_len, device=idx.device))  # (B, T, D)
+        else:
+            rope = (self.rope_cos[:seq_len], self.rope_sin[:seq_len])       # (T, d_head) each
+        x = self.drop(x)
+        for block in self.blocks:
+            x = block(x, rope)                                             # (B, T, D)
+        return self.head(self.norm_f(x))                                   # (B, T, V)
+
+    def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy in nats: ``targets (B, T)`` are ``idx`` shifted by one."""
+        logits = self(idx)                                                 # (B, T, V)
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+
+# --------------------------------------------------------------------------- sampling
+
+def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
+    """Set to ``-inf`` every logit outside the ``top_k`` largest and outside the nucleus: the smallest
+    set of tokens whose probabilities sum to at least ``top_p`` (Holtzman et al., "The Curious Case
+    of Neural Text Degeneration"). ``logits (B, V)`` -> ``(B, V)``."""
+    if top_k is not None:
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]   # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None:
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        sorted_logits, order = logits.sort(dim=-1, descending=True)              # (B, V)
+        before = sorted_logits.softmax(-1).cumsum(-1) - sorted_logits.softmax(-1)  # mass of the tokens ranked above
+        drop_sorted = before >= top_p                                            # the best token is always kept
+        logits = logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
+    return logits
+
+
+@torch.no_grad()
+def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+    """Append ``max_new_tokens`` sampled tokens to ``idx (B, T0)``; returns ``(B, T0 + max_new_tokens)``.
+
+    ``temperature`` 0 means greedy. The context is cropped to the last ``block_size`` tokens.
+    """
+    was_training = model.training
+    model.eval()
+    for _ in range(max_new_tokens):
+        logits = model(idx[:, -model.config.block_size:])[:, -1].float()        # (B, V)
+        if temperature == 0:
+            next_id = logits.argmax(-1, keepdim=True)                              # (B, 1)
+        else:
+            probs = filter_logits(logits / temperature, top_k, top_p).softmax(-1)  # (B, V)
+            next_id = torch.multinomial(probs, 1, generator=generator)             # (B, 1)
+        idx = torch.cat([idx, next_id], dim=1)                                     # (B, T + 1)
+    model.train(was_training)
+    return idx

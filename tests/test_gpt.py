@@ -1,0 +1,135 @@
+"""The configurable GPT of course_utils.gpt and the character-LM benchmark built on it."""
+
+import math
+
+import pytest
+import torch
+
+from course_utils.gpt import GPT, GPTConfig, apply_rope, filter_logits, generate, rope_tables
+
+VARIANTS = [
+    dict(),
+    dict(norm_first=False),
+    dict(norm="rms", ffn="swiglu", position="rope"),
+    dict(bias=True, tie_weights=False),
+]
+
+
+@pytest.mark.parametrize("options", VARIANTS, ids=str)
+def test_shapes_and_causality(options):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=16, num_layers=2, num_heads=2, d_model=16, **options)).eval()
+    idx = torch.randint(0, 11, (3, 10))
+    logits = model(idx)
+    assert logits.shape == (3, 10, 11)
+    changed = idx.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % 11      # alter the future of position 5
+    assert torch.allclose(model(changed)[:, :6], logits[:, :6], atol=1e-6)
+    assert not torch.allclose(model(changed)[:, 6:], logits[:, 6:])
+
+
+def test_loss_of_an_untrained_model_is_near_log_vocab():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=50, block_size=8, num_layers=1, num_heads=2, d_model=16))
+    idx = torch.randint(0, 50, (4, 8))
+    assert abs(model.loss(idx, idx.roll(-1, 1)).item() - math.log(50)) < 0.1
+
+
+def test_init_scales_residual_projections_and_ties_weights():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, block_size=8, num_layers=8, num_heads=4, d_model=256))
+    assert model.head.weight is model.tok_emb.weight
+    assert abs(model.blocks[0].attn.qkv.weight.std().item() - 0.02) < 2e-3
+    assert abs(model.blocks[0].attn.proj.weight.std().item() - 0.02 / math.sqrt(16)) < 1e-3
+
+
+def test_swiglu_has_about_the_parameters_of_the_gelu_ffn():
+    gelu = GPT(GPTConfig(vocab_size=10, d_model=96, num_layers=2)).num_parameters()
+    swiglu = GPT(GPTConfig(vocab_size=10, d_model=96, num_layers=2, ffn="swiglu")).num_parameters()
+    assert abs(swiglu - gelu) / gelu < 0.02
+
+
+def test_rope_scores_depend_only_on_the_offset():
+    torch.manual_seed(0)
+    cos, sin = rope_tables(32, 8)
+    q, k = torch.randn(8), torch.randn(8)
+
+    def score(m, n):
+        qm = apply_rope(q.expand(32, 8), cos, sin)[m]
+        kn = apply_rope(k.expand(32, 8), cos, sin)[n]
+        return (qm @ kn).item()
+
+    assert score(5, 2) == pytest.approx(score(20, 17), abs=1e-5)
+    assert score(5, 2) != pytest.approx(score(5, 3), abs=1e-3)
+    rotated = apply_rope(q.expand(32, 8), cos, sin)
+    assert torch.allclose(rotated.norm(dim=-1), q.norm().expand(32), atol=1e-5)  # rotations keep length
+
+
+def test_filter_logits_matches_brute_force():
+    torch.manual_seed(0)
+    logits = torch.randn(5, 12)
+    kept = filter_logits(logits, top_k=3).isfinite()
+    assert kept.sum(-1).tolist() == [3] * 5
+    assert torch.equal(kept, torch.zeros_like(kept).scatter(-1, logits.topk(3).indices, True))
+    for p in (0.3, 0.7, 0.95):
+        kept = filter_logits(logits, top_p=p).isfinite()
+        probs = logits.softmax(-1)
+        for b in range(5):
+            order = probs[b].argsort(descending=True).tolist()
+            mass, nucleus = 0.0, set()
+            for i in order:                       # smallest prefix reaching p
+                nucleus.add(i)
+                mass += probs[b, i].item()
+                if mass >= p:
+                    break
+            assert set(kept[b].nonzero().flatten().tolist()) == nucleus
+    with pytest.raises(ValueError, match="top_p"):
+        filter_logits(logits, top_p=0.0)
+
+
+def test_generate_is_greedy_at_temperature_zero_and_crops_context():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=7, block_size=4, num_layers=1, num_heads=1, d_model=8))
+    out = generate(model, torch.zeros(2, 1, dtype=torch.long), 6, temperature=0)
+    assert out.shape == (2, 7)
+    expected = model(out[:, 2:6])[:, -1].argmax(-1)
+    assert torch.equal(out[:, 6], expected)
+    sampled = generate(model, torch.zeros(1, 1, dtype=torch.long), 5, top_k=1,
+                       generator=torch.Generator().manual_seed(0))
+    assert torch.equal(sampled, generate(model, torch.zeros(1, 1, dtype=torch.long), 5, temperature=0))
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(ValueError, match="divisible"):
+        GPTConfig(vocab_size=5, d_model=10, num_heads=3)
+    with pytest.raises(ValueError, match="norm"):
+        GPTConfig(vocab_size=5, norm="batch")
+    model = GPT(GPTConfig(vocab_size=5, block_size=4, num_layers=1, num_heads=1, d_model=8))
+    with pytest.raises(ValueError, match="block_size"):
+        model(torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match="long"):
+        model(torch.zeros(1, 3))
+
+
+def test_char_lm_benchmark_runs_on_any_text_file(tmp_path, capsys):
+    from benchmarks import char_lm
+
+    path = tmp_path / "tiny.txt"
+    path.write_text("the quick brown fox jumps over the lazy dog. " * 300, encoding="utf-8")
+    char_lm.main(["--text", str(path), "--steps", "3"])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    course, baseline = (float(part.split("=")[1]) for part in last.split())
+    assert last.startswith("course=") and " baseline=" in last
+    assert 0 < course < 5 and 0 < baseline < 5
+    with pytest.raises(SystemExit):
+        char_lm.main(["--text", str(tmp_path / "missing.txt"), "--steps", "1"])
+
+
+def test_lr_schedule_warms_up_then_decays_to_min():
+    from benchmarks.char_lm import Recipe, lr_at
+
+    recipe = Recipe(lr=1e-3, min_lr=1e-4, warmup_steps=100)
+    assert lr_at(recipe, 0, 0.0) == pytest.approx(1e-5)
+    assert lr_at(recipe, 99, 0.01) == pytest.approx(1e-3)
+    assert lr_at(recipe, 500, 0.5) == pytest.approx(5.5e-4)
+    assert lr_at(recipe, 900, 1.0) == pytest.approx(1e-4)
