@@ -15,6 +15,8 @@ One module per concern, grown unit by unit:
 - ``rnn``       unit 03: the RNN loop, manual BPTT, clipping, truncated-BPTT batches, a char RNN LM
 - ``gated``     unit 04: LSTM and GRU cells, masked pooling, the adding problem, classifiers
 - ``seq2seq``   units 05-06: parallel-corpus batches, teacher forcing, greedy decoding, scoring
+- ``transformer`` unit 06: positional encodings, encoder/decoder layers, a classifier, a seq2seq model
+- ``decoding``  unit 06: beam search, sampling (temperature, top-k, top-p), MLM and next-token targets
 - ``gpt``       units 06-07: a configurable decoder-only transformer LM (Pre/Post-LN, RMSNorm, SwiGLU, RoPE)
 - ``attention`` unit 05: masked softmax, scaled dot-product and multi-head attention, additive
                 attention, a GRU encoder-decoder with Bahdanau attention (``BahdanauSeq2Seq``)

@@ -30,6 +30,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .decoding import sample_next
+
 
 @dataclass
 class GPTConfig:
@@ -200,40 +202,24 @@ class GPT(nn.Module):
 
 # --------------------------------------------------------------------------- sampling
 
-def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
-    """Set to ``-inf`` every logit outside the ``top_k`` largest and outside the nucleus: the smallest
-    set of tokens whose probabilities sum to at least ``top_p`` (Holtzman et al., "The Curious Case
-    of Neural Text Degeneration"). ``logits (B, V)`` -> ``(B, V)``."""
-    if top_k is not None:
-        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]   # (B, 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None:
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-        sorted_logits, order = logits.sort(dim=-1, descending=True)              # (B, V)
-        before = sorted_logits.softmax(-1).cumsum(-1) - sorted_logits.softmax(-1)  # mass of the tokens ranked above
-        drop_sorted = before >= top_p                                            # the best token is always kept
-        logits = logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
-    return logits
-
-
 @torch.no_grad()
 def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None,
              generator: torch.Generator | None = None) -> torch.Tensor:
     """Append ``max_new_tokens`` sampled tokens to ``idx (B, T0)``; returns ``(B, T0 + max_new_tokens)``.
 
-    ``temperature`` 0 means greedy. The context is cropped to the last ``block_size`` tokens.
+    ``temperature`` 0 means greedy; otherwise each token is drawn by unit 06's
+    :func:`course_utils.decoding.sample_next` (temperature, then top-k, then top-p). The context
+    is cropped to the last ``block_size`` tokens.
     """
     was_training = model.training
     model.eval()
     for _ in range(max_new_tokens):
         logits = model(idx[:, -model.config.block_size:])[:, -1].float()        # (B, V)
         if temperature == 0:
-            next_id = logits.argmax(-1, keepdim=True)                              # (B, 1)
+            next_id = logits.argmax(-1)                                            # (B,)
         else:
-            probs = filter_logits(logits / temperature, top_k, top_p).softmax(-1)  # (B, V)
-            next_id = torch.multinomial(probs, 1, generator=generator)             # (B, 1)
-        idx = torch.cat([idx, next_id], dim=1)                                     # (B, T + 1)
+            next_id = sample_next(logits, temperature, top_k, top_p, generator)   # (B,)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)                            # (B, T + 1)
     model.train(was_training)
     return idx

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from course_utils.gpt import GPT, GPTConfig, apply_rope, filter_logits, generate, rope_tables
+from course_utils.gpt import GPT, GPTConfig, apply_rope, generate, rope_tables
 
 VARIANTS = [
     dict(),
@@ -63,28 +63,6 @@ def test_rope_scores_depend_only_on_the_offset():
     assert score(5, 2) != pytest.approx(score(5, 3), abs=1e-3)
     rotated = apply_rope(q.expand(32, 8), cos, sin)
     assert torch.allclose(rotated.norm(dim=-1), q.norm().expand(32), atol=1e-5)  # rotations keep length
-
-
-def test_filter_logits_matches_brute_force():
-    torch.manual_seed(0)
-    logits = torch.randn(5, 12)
-    kept = filter_logits(logits, top_k=3).isfinite()
-    assert kept.sum(-1).tolist() == [3] * 5
-    assert torch.equal(kept, torch.zeros_like(kept).scatter(-1, logits.topk(3).indices, True))
-    for p in (0.3, 0.7, 0.95):
-        kept = filter_logits(logits, top_p=p).isfinite()
-        probs = logits.softmax(-1)
-        for b in range(5):
-            order = probs[b].argsort(descending=True).tolist()
-            mass, nucleus = 0.0, set()
-            for i in order:                       # smallest prefix reaching p
-                nucleus.add(i)
-                mass += probs[b, i].item()
-                if mass >= p:
-                    break
-            assert set(kept[b].nonzero().flatten().tolist()) == nucleus
-    with pytest.raises(ValueError, match="top_p"):
-        filter_logits(logits, top_p=0.0)
 
 
 def test_generate_is_greedy_at_temperature_zero_and_crops_context():
