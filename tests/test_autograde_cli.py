@@ -1,0 +1,124 @@
+"""The instructor commands of ``python -m course_utils.autograde``, end to end, on a copy of the course.
+
+For every unit in solutions/: a folder of LMS-style submissions (``alice.ipynb`` = the solution,
+``bob.ipynb`` = the untouched exercise) is imported into submitted/, autograded in the sandbox
+(two workers, every unit in one batch), given feedback and exported. The solution scores full
+marks on every autograded cell and raises no review flag (so the in-process guards have no
+false positives on real units), the exercise scores 0, feedback hides hidden tests, and the
+CSV has a review_flags column. Without a sandbox the command refuses, naming the flag that
+overrides it; with that flag it grades the same way.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook
+
+from course_utils.autograde import LOG_NAME, load_course, main
+from course_utils.grading import hidden_test_lines
+from course_utils.sandbox import UNSAFE_FLAG, sandbox_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+UNITS = sorted(p.name for p in (ROOT / "solutions").glob("[0-9][0-9]_*") if p.is_dir())
+SANDBOX = sandbox_problem() is None
+
+
+def test_the_sandbox_exists_where_the_test_command_requires_it():
+    """`make test` sets COURSE_REQUIRE_SANDBOX=1 where it can install bubblewrap (Linux, as root),
+    so that CI fails loudly instead of skipping the attack catalog when the sandbox is missing."""
+    if os.environ.get("COURSE_REQUIRE_SANDBOX") != "1":
+        pytest.skip("COURSE_REQUIRE_SANDBOX is not set: the catalog skips where no sandbox can be made")
+    assert SANDBOX, f"no grading sandbox here: {sandbox_problem()}"
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    """A course copy after `import`, `autograde`, `feedback` and `export` for every unit."""
+    course = tmp_path_factory.mktemp("cli_course")
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    for unit in UNITS:
+        inbox = tmp_path_factory.mktemp(f"lms_{unit}")
+        shutil.copy(ROOT / "solutions" / unit / f"{unit}.ipynb", inbox / "alice.ipynb")
+        shutil.copy(ROOT / "exercises" / unit / f"{unit}.ipynb", inbox / "bob.ipynb")
+        (inbox / "not a valid id.ipynb").write_text("{}")
+        assert main(["--course", str(course), "import", unit, str(inbox)]) == 0
+    unsafe = [] if SANDBOX else [UNSAFE_FLAG]
+    assert main(["--course", str(course), "autograde", "--workers", "2", "--cell-timeout", "300", *unsafe]) == 0
+    assert main(["--course", str(course), "feedback", *UNITS]) == 0
+    assert main(["--course", str(course), "export", "--to", str(course / "grades.csv")]) == 0
+    return course
+
+
+def _scores(course: Path, unit: str, student: str) -> dict[str, tuple[float, float]]:
+    with Gradebook(load_course(course).db_url) as gb:
+        submission = gb.find_submission(unit, student)
+        return {g.name: (g.auto_score, g.max_score) for nb in submission.notebooks for g in nb.grades
+                if g.cell_type == "code"}
+
+
+def test_import_uses_the_lms_file_names(course):
+    for unit in UNITS:
+        students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{unit}"))
+        assert students == ["alice", "bob"], f"{unit}: imported {students}"
+        assert (course / "submitted" / "alice" / unit / "timestamp.txt").exists()
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_solution_scores_full_marks_without_review_flags(course, unit):
+    scores = _scores(course, unit, "alice")
+    assert scores and all(score == most for score, most in scores.values()), f"{unit}: {scores}"
+    log = json.loads((course / "autograded" / "alice" / unit / LOG_NAME).read_text())
+    assert all(not entry["flags"] for entry in log), f"{unit}: honest solution flagged {log[0]['flags']}"
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_untouched_exercise_scores_zero(course, unit):
+    scores = _scores(course, unit, "bob")
+    assert scores and all(score == 0 for score, _ in scores.values()), f"{unit}: {scores}"
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_feedback_hides_hidden_tests_but_names_failures(course, unit):
+    source = json.loads((ROOT / "solutions" / unit / f"{unit}.ipynb").read_text(encoding="utf-8"))
+    hidden = [line for c in source["cells"] for line in hidden_test_lines("".join(c["source"]))]
+    for student in ("alice", "bob"):
+        page = course / "feedback" / student / unit / f"{unit}.html"
+        text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+        own = (course / "submitted" / student / unit / f"{unit}.ipynb").read_text(encoding="utf-8")  # JSON-escaped
+        shown = [line for line in hidden if line in text and json.dumps(line)[1:-1] not in own]
+        assert "HIDDEN TESTS" not in text and not shown, f"{unit}/{student} shows hidden test code {shown[:3]}"
+    bob = html.unescape((course / "feedback" / "bob" / unit / f"{unit}.html").read_text(encoding="utf-8"))
+    assert "NotImplementedError" in bob and "Traceback (most recent call last)" not in bob
+
+
+def test_export_has_every_unit_and_review_flags(course):
+    rows = list(csv.DictReader((course / "grades.csv").open()))
+    assert {(r["assignment"], r["student_id"]) for r in rows} == {(u, s) for u in UNITS for s in ("alice", "bob")}
+    assert all("review_flags" in r for r in rows)
+    assert all(float(r["score"]) > 0 for r in rows if r["student_id"] == "alice")
+    assert all(float(r["score"]) == 0 for r in rows if r["student_id"] == "bob")
+
+
+def test_refuses_without_a_sandbox_and_names_the_flag(course, capsys):
+    before = sorted(p.relative_to(course) for p in course.rglob("*"))
+    code = main(["--course", str(course), "autograde", UNITS[0], "--bwrap", str(course / "no-such-bwrap")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert UNSAFE_FLAG in err and "bubblewrap" in err and "Refusing" in err
+    assert sorted(p.relative_to(course) for p in course.rglob("*")) == before, "a refused run changed files"
+
+
+def test_unsafe_flag_grades_without_the_sandbox(course):
+    unit = UNITS[0]
+    assert main(["--course", str(course), "autograde", unit, "--student", "alice", UNSAFE_FLAG]) == 0
+    scores = _scores(course, unit, "alice")
+    assert all(score == most for score, most in scores.values()), scores
