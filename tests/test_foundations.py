@@ -201,4 +201,9 @@ def test_hide_test_code_keeps_message_drops_traceback():
     nb = nbformat.v4.new_notebook(cells=[test_cell, answer_cell])
     nb, _ = HideTestCode()(nb, {})
     assert nb.cells[0].outputs[0]["traceback"] == ["AssertionError: rows must sum to 1"]
-    assert nb.cells[1].outputs[0]["traceback"] == ["line x"]  # the student's own code keeps its traceback
+    # answer cells too keep one line: a traceback there can quote hidden tests the answer was called from
+    assert nb.cells[1].outputs[0]["traceback"] == ["NameError: x"]
+    printed = nbformat.v4.new_code_cell("y", metadata={"nbgrader": {"grade": True, "solution": False}})
+    printed.outputs = [nbformat.v4.new_output("stream", name="stdout", text="what the test passed me")]
+    nb, _ = HideTestCode()(nbformat.v4.new_notebook(cells=[printed]), {})
+    assert nb.cells[0].outputs == []  # output printed next to the tests is dropped
