@@ -20,10 +20,20 @@ One module per concern, grown unit by unit:
 - ``gpt``       units 06-07: a configurable decoder-only transformer LM (Pre/Post-LN, RMSNorm, SwiGLU, RoPE)
 - ``attention`` unit 05: masked softmax, scaled dot-product and multi-head attention, additive
                 attention, a GRU encoder-decoder with Bahdanau attention (``BahdanauSeq2Seq``)
-- ``grading``   nbgrader add-ons for instructors (feedback without hidden test code)
+- ``grading``   nbgrader add-ons for instructors (feedback without hidden test code, the graded notebook)
+- ``autograde``, ``sandbox``, ``sandbox_runner``  the instructors' sandboxed autograder
 """
 
-from .device import get_device
-from .repro import seed_everything
-
 __all__ = ["get_device", "seed_everything"]
+
+
+def __getattr__(name: str):
+    # Imported on first use, so that tools which never touch a tensor (the autograder's parent
+    # process, which grades many submissions) do not pay for importing torch.
+    if name == "get_device":
+        from .device import get_device
+        return get_device
+    if name == "seed_everything":
+        from .repro import seed_everything
+        return seed_everything
+    raise AttributeError(f"module 'course_utils' has no attribute {name!r}")

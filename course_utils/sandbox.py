@@ -137,7 +137,12 @@ def build_command(limits: Limits, files_dir: str | None, forbidden: list[str], b
         args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     elif not as_root:
         args += ["--unshare-user"]
-    made: set[str] = set()
+    # The private /tmp and home come first: read-only binds made after them stay visible even when
+    # they live below /tmp (a course cloned into /tmp keeps its .venv there).
+    size = str(limits.tmpfs_mb * 2**20)
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+             "--perms", "0755", "--dir", "/home", "--perms", "0777", "--size", size, "--tmpfs", _HOME]
+    made: set[str] = {"/tmp", "/home"}
     for path in ro + [f"/etc/{name}" for name in _ETC]:
         for parent in reversed(Path(path).parents[:-1]):
             if str(parent) not in made and not os.path.islink(parent):
@@ -150,9 +155,6 @@ def build_command(limits: Limits, files_dir: str | None, forbidden: list[str], b
             args += ["--symlink", os.readlink(host), host]
         elif os.path.isdir(host):
             args += ["--ro-bind", host, host]
-    size = str(limits.tmpfs_mb * 2**20)
-    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
-             "--perms", "0755", "--dir", "/home", "--perms", "0777", "--size", size, "--tmpfs", _HOME]
     if files_dir:
         args += ["--perms", "0755", "--dir", "/job", "--ro-bind", files_dir, "/job/files"]
     args += ["--chdir", _HOME, "--remount-ro", "/", "--"]
