@@ -30,7 +30,7 @@ SUITE_ENV := $(OFFLINE) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 AUTOGRADE := $(OFFLINE) $(BIN)/python -m course_utils.autograde
 
-.PHONY: setup sandbox-tools lab test exercises import autograde feedback grades bench bench-grading clean
+.PHONY: setup sandbox-tools datasets-tools lab test exercises import autograde feedback grades bench bench-grading clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,17 +43,27 @@ setup: $(STAMP)
 
 # The autograder's sandbox needs bubblewrap (Linux). Installed when we are root and apt is there;
 # elsewhere, or offline, only a note: sandboxed grading then refuses to run and its tests skip.
-sandbox-tools:
-	@command -v bwrap >/dev/null 2>&1 || { \
+# Debian packages the course uses when it can get them. As root with apt (CI) they are installed;
+# elsewhere a note says what is missing. $(call apt_need,CHECK,PACKAGE,WHAT IT IS FOR)
+define apt_need
+	@$(1) || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing bubblewrap (the autograder's sandbox)"; \
+	    echo "installing $(2) ($(3))"; \
 	    export DEBIAN_FRONTEND=noninteractive; \
-	    apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
-	      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; } \
-	      || echo "warning: could not install bubblewrap: sandboxed autograding will refuse to run"; \
+	    apt-get install -y -qq $(2) >/dev/null 2>&1 \
+	      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $(2) >/dev/null 2>&1; } \
+	      || echo "warning: could not install $(2) ($(3))"; \
 	  else \
-	    echo "note: bubblewrap (bwrap) is not installed: sandboxed autograding will refuse to run"; \
+	    echo "note: Debian package $(2) is not installed ($(3))"; \
 	  fi; }
+endef
+
+sandbox-tools:
+	$(call apt_need,command -v bwrap >/dev/null 2>&1,bubblewrap,the autograder's sandbox: without it grading refuses to run)
+
+# Unit 08 and benchmarks/vit read Fashion-MNIST from here; without it they fall back to scikit-learn's digits.
+datasets-tools:
+	$(call apt_need,test -d /usr/share/datasets/fashion-mnist,dataset-fashion-mnist,Fashion-MNIST for unit 08: without it unit 08 uses the 8x8 digits)
 
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) README.md
@@ -61,7 +71,7 @@ lab: setup
 # Where sandbox-tools can install bubblewrap (Linux, as root: CI), the attack catalog must run, not skip.
 REQUIRE_SANDBOX := $(if $(and $(filter Linux,$(shell uname -s)),$(filter 0,$(shell id -u))),COURSE_REQUIRE_SANDBOX=1)
 
-test: setup sandbox-tools
+test: setup sandbox-tools datasets-tools
 	$(SUITE_ENV) $(REQUIRE_SANDBOX) $(BIN)/python -m pytest -n 2 --dist loadscope \
 	    --nbval lectures --nbval-sanitize-with tests/sanitize.cfg tests
 
