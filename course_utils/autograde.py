@@ -87,11 +87,12 @@ def grade_notebook(student: str, name: str, parts: list[Part], release_nb: dict,
     return graded
 
 
-def _save(coursedir, unit: str, student: str, results: list[Graded], release: dict[str, dict],
+def _save(gb, coursedir, unit: str, student: str, results: list[Graded], release: dict[str, dict],
           hidden: dict[str, list[str]]) -> None:
-    """Write autograded/<student>/<unit>/ and the grades, as stock ``nbgrader autograde`` does."""
-    from nbformat import from_dict, write
-    from nbgrader.api import Gradebook, MissingEntry
+    """Write autograded/<student>/<unit>/ and the grades into the open gradebook ``gb``, as stock
+    ``nbgrader autograde`` does."""
+    from nbformat import from_dict
+    from nbformat.v4 import writes
     from nbgrader.preprocessors import AssignLatePenalties
     from nbgrader.utils import compute_checksum
 
@@ -105,30 +106,31 @@ def _save(coursedir, unit: str, student: str, results: list[Graded], release: di
         shutil.copy(path, dest / path.relative_to(source_dir))
     submitted = Path(coursedir.format_path(coursedir.submitted_directory, student, unit))
     timestamp = coursedir.get_existing_timestamp(str(submitted))
-    with Gradebook(coursedir.db_url, coursedir.course_id) as gb, warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
-        gb.update_or_create_student(student)
-        try:
-            gb.remove_submission(unit, student)
-        except MissingEntry:
-            pass
-        gb.add_submission(unit, student, **({"timestamp": timestamp} if timestamp else {}))
-        for graded in results:
-            nb = from_dict(autograded_notebook(graded.parts, graded.run, release[graded.notebook], hidden[graded.notebook]))
-            for cell in nb.cells:
-                meta = cell.metadata.get("nbgrader", {})
-                unchanged = meta.get("checksum") == compute_checksum(cell) if "grade_id" in meta else False
-                if meta.get("grade"):
-                    grade = gb.find_grade(meta["grade_id"], graded.notebook, unit, student)
-                    auto = graded.scores.get(meta["grade_id"]) if not meta.get("solution") else (0.0 if unchanged else None)
-                    grade.auto_score, grade.needs_manual_grade = auto, auto is None
-                if meta.get("solution") or meta.get("task"):
-                    comment = gb.find_comment(meta["grade_id"], graded.notebook, unit, student)
-                    comment.auto_comment = "No response." if unchanged and not meta.get("task") else None
-            gb.db.commit()
-            path = dest / f"{graded.notebook}.ipynb"
-            write(nb, str(path))
-            path.chmod(0o444)
+    warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
+    gb.update_or_create_student(student)
+    # as stock `nbgrader autograde`: a regraded submission keeps its rows (and any manual grades)
+    submission = gb.update_or_create_submission(unit, student, **({"timestamp": timestamp} if timestamp else {}))
+    late = submission.assignment.duedate is not None and submission.total_seconds_late > 0
+    for graded in results:
+        nb = from_dict(autograded_notebook(graded.parts, graded.run, release[graded.notebook], hidden[graded.notebook]))
+        # one query for each notebook's grade and comment rows, rather than one per cell
+        record = next(n for n in submission.notebooks if n.name == graded.notebook)
+        grades, comments = {g.name: g for g in record.grades}, {c.name: c for c in record.comments}
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            unchanged = meta.get("checksum") == compute_checksum(cell) if "grade_id" in meta else False
+            if meta.get("grade"):
+                grade = grades[meta["grade_id"]]
+                auto = graded.scores.get(meta["grade_id"]) if not meta.get("solution") else (0.0 if unchanged else None)
+                grade.auto_score, grade.needs_manual_grade = auto, auto is None
+            if meta.get("solution") or meta.get("task"):
+                comments[meta["grade_id"]].auto_comment = "No response." if unchanged and not meta.get("task") else None
+        record.late_submission_penalty = None
+        gb.db.commit()
+        path = dest / f"{graded.notebook}.ipynb"
+        path.write_text(writes(nb), encoding="utf-8")  # built here from trusted parts: skip re-validation
+        path.chmod(0o444)
+        if late:  # nbgrader's own late-penalty step, with its configured plugin
             resources = {"nbgrader": {"notebook": graded.notebook, "assignment": unit, "student": student,
                                       "db_url": coursedir.db_url}}
             AssignLatePenalties(config=coursedir.config).preprocess(nb, resources)
@@ -156,6 +158,8 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
 
     Raises ``SandboxUnavailable`` when ``sandbox`` is on and no sandbox can be created.
     """
+    from nbgrader.api import Gradebook
+
     coursedir = load_course(course)
     limits = limits or Limits()
     forbidden = [coursedir.root, coursedir.db_url.replace("sqlite:///", "")]
@@ -195,6 +199,7 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
                                          _read(student_dir / f"{name}.ipynb"), limits, files_dir, sandbox, forbidden, bwrap)
                     jobs[future] = (unit, student, release, hidden, len(names))
         done: dict[tuple, list[Graded]] = {}
+        gb = Gradebook(coursedir.db_url, coursedir.course_id)  # one connection for every save
         for future in as_completed(jobs):
             unit, student, release, hidden, count = jobs[future]
             batch = done.setdefault((unit, student), [])
@@ -202,8 +207,9 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
             if len(batch) < count:
                 continue
             try:
-                _save(coursedir, unit, student, batch, release, hidden)
+                _save(gb, coursedir, unit, student, batch, release, hidden)
             except Exception as exc:  # noqa: BLE001 - one failure must not lose the other students' grades
+                gb.db.rollback()
                 failures.append(f"{unit}/{student}: {exc!r}")
                 log(f"{unit:20} {student:20} NOT SAVED: {exc!r}")
                 continue
@@ -212,6 +218,7 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
                 log(f"{unit:20} {student:20} {total:5.1f}/{most:<5.1f} {g.run.seconds:6.1f} s  {g.run.outcome}"
                     + (f"  review: {', '.join(g.flags)}" if g.flags else ""))
             results += batch
+        gb.close()
     if failures:
         raise RuntimeError("could not save some grades:\n" + "\n".join(failures))
     return results

@@ -122,3 +122,27 @@ def test_unsafe_flag_grades_without_the_sandbox(course):
     assert main(["--course", str(course), "autograde", unit, "--student", "alice", UNSAFE_FLAG]) == 0
     scores = _scores(course, unit, "alice")
     assert all(score == most for score, most in scores.values()), scores
+
+
+def test_regrading_overwrites_scores_and_keeps_manual_grades(course):
+    """Runs last: alice and bob swap notebooks and are regraded. Their autograded scores swap (the
+    regrade rewrites the rows it reuses), while a grade the instructor gave by hand in the
+    formgrader survives, as it does with stock `nbgrader autograde`."""
+    unit = UNITS[0]
+    with Gradebook(load_course(course).db_url) as gb:
+        written = next(g for nb in gb.find_submission(unit, "alice").notebooks for g in nb.grades
+                       if g.cell_type == "markdown")
+        written.manual_score = 1.0
+        gb.db.commit()
+        written_id = written.name
+    alice, bob = (course / "submitted" / s / unit / f"{unit}.ipynb" for s in ("alice", "bob"))
+    a, b = alice.read_bytes(), bob.read_bytes()
+    alice.write_bytes(b)
+    bob.write_bytes(a)
+    unsafe = [] if SANDBOX else [UNSAFE_FLAG]
+    assert main(["--course", str(course), "autograde", unit, *unsafe]) == 0
+    assert all(score == 0 for score, _ in _scores(course, unit, "alice").values())
+    assert all(score == most for score, most in _scores(course, unit, "bob").values())
+    with Gradebook(load_course(course).db_url) as gb:
+        kept = next(g for nb in gb.find_submission(unit, "alice").notebooks for g in nb.grades if g.name == written_id)
+        assert kept.manual_score == 1.0
