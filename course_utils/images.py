@@ -77,6 +77,12 @@ def _find_idx_gz(folder: Path) -> Path | None:
     return None
 
 
+def fashion_mnist_available(root: str | os.PathLike | None = None) -> bool:
+    """Whether ``load_images("fashion_mnist", root)`` finds Fashion-MNIST without downloading."""
+    folders = [Path(root)] if root is not None else [cache_dir(), DEBIAN_FASHION_MNIST]
+    return any(_find_idx_gz(folder) is not None for folder in folders)
+
+
 def _torchvision_root(source: Path) -> Path:
     """A root in torchvision's layout (``FashionMNIST/raw/<name>-ubyte``) built from ``source``:
     decompressed once into the cache. Each file is written to a temporary name and then renamed, so
