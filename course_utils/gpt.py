@@ -5,13 +5,17 @@ is a change of one field:
 
 - ``norm_first``  Pre-LN (GPT-2: ``x + f(norm(x))``) or Post-LN (Vaswani et al.: ``norm(x + f(x))``)
 - ``norm``        ``"layer"`` (LayerNorm) or ``"rms"`` (RMSNorm, Zhang and Sennrich)
-- ``ffn``         ``"gelu"`` (two linear maps around a GELU) or ``"swiglu"`` (Shazeer, "GLU Variants
-                  Improve Transformer")
-- ``position``    ``"learned"`` absolute embeddings (GPT-2) or ``"rope"`` rotary embeddings applied to
-                  queries and keys (Su et al., "RoFormer")
+- ``ffn``         ``"gelu"`` (two linear maps around a GELU), ``"swiglu"`` or ``"geglu"`` (Shazeer,
+                  "GLU Variants Improve Transformer")
+- ``position``    ``"learned"`` absolute embeddings (GPT-2), ``"rope"`` rotary embeddings applied to
+                  queries and keys (Su et al., "RoFormer") or ``"alibi"`` linear distance penalties
+                  added to the attention scores (Press et al., "Train Short, Test Long")
+- ``residual``    ``"plain"`` or ``"rezero"`` (``x + alpha * f(x)``, alpha starting at 0 and no norm
+                  inside the blocks; Bachlechner et al.)
+- ``init``        ``"gpt2"`` or ``"default"`` (PyTorch's own initialisation of each layer; unit 07)
 
-Initialisation follows GPT-2: normal with std 0.02, and the projections that write into the residual
-stream scaled by ``1/sqrt(2 * num_layers)``. Attention runs through ``F.scaled_dot_product_attention``
+Initialisation ``"gpt2"`` follows GPT-2: normal with std 0.02, and the projections that write into the
+residual stream scaled by ``1/sqrt(2 * num_layers)``. Attention runs through ``F.scaled_dot_product_attention``
 with ``is_causal=True`` (unit 05 shows it equals attention written by hand).
 
     config = GPTConfig(vocab_size=65, block_size=64, num_layers=4, num_heads=4, d_model=128)
@@ -31,6 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .decoding import sample_next
+from .taming import alibi_bias
 
 
 @dataclass
@@ -44,16 +49,20 @@ class GPTConfig:
     bias: bool = False            # biases in Linear and LayerNorm
     norm_first: bool = True       # Pre-LN (True) or Post-LN (False)
     norm: str = "layer"           # "layer" or "rms"
-    ffn: str = "gelu"             # "gelu" or "swiglu"
-    ffn_hidden: int | None = None  # default: 4 D for gelu, the same parameter count (8/3 D) for swiglu
-    position: str = "learned"     # "learned" or "rope"
+    ffn: str = "gelu"             # "gelu", "swiglu" or "geglu"
+    ffn_hidden: int | None = None  # default: 4 D for gelu, the same parameter count (8/3 D) for the GLUs
+    position: str = "learned"     # "learned", "rope" or "alibi"
     rope_base: float = 10000.0
     tie_weights: bool = True      # output projection shares the token embedding matrix
+    residual: str = "plain"       # "plain" or "rezero"
+    init: str = "gpt2"            # "gpt2" (std 0.02, depth-scaled projections) or "default" (PyTorch's)
 
     def __post_init__(self) -> None:
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-        for name, allowed in (("norm", ("layer", "rms")), ("ffn", ("gelu", "swiglu")), ("position", ("learned", "rope"))):
+        for name, allowed in (("norm", ("layer", "rms")), ("ffn", ("gelu", "swiglu", "geglu")),
+                              ("position", ("learned", "rope", "alibi")), ("residual", ("plain", "rezero")),
+                              ("init", ("gpt2", "default"))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.position == "rope" and (self.d_model // self.num_heads) % 2:
@@ -100,31 +109,37 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
         self.proj.residual = True  # scaled at initialisation
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x (B, T, D)`` -> ``(B, T, D)``; ``bias (H, T, T)``, if given, is added to the scores and must
+        already hold ``-inf`` above the diagonal (ALiBi)."""
         batch_size, seq_len, d_model = x.shape
         q, k, v = self.qkv(x).split(d_model, dim=-1)                                   # (B, T, D) each
         q, k, v = (t.view(batch_size, seq_len, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d_head)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                             dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, d_head)
+        dropout_p = self.dropout if self.training else 0.0
+        if bias is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)  # (B, H, T, d_head)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout_p)
         return self.proj(out.transpose(1, 2).reshape(batch_size, seq_len, d_model))     # (B, T, D)
 
 
 class FeedForward(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.swiglu = config.ffn == "swiglu"
-        width = config.ffn_hidden * (2 if self.swiglu else 1)
+        self.glu = {"swiglu": F.silu, "geglu": F.gelu}.get(config.ffn)   # the gate's activation, if gated
+        width = config.ffn_hidden * (2 if self.glu else 1)
         self.up = nn.Linear(config.d_model, width, bias=config.bias)
         self.down = nn.Linear(config.ffn_hidden, config.d_model, bias=config.bias)
         self.down.residual = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.up(x)                                   # (B, T, F) or (B, T, 2F)
-        if self.swiglu:
+        if self.glu:
             gate, value = h.chunk(2, dim=-1)             # (B, T, F) each
-            h = F.silu(gate) * value
+            h = self.glu(gate) * value
         else:
             h = F.gelu(h)
         return self.down(h)                              # (B, T, D)
@@ -133,16 +148,23 @@ class FeedForward(nn.Module):
 class Block(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.norm_first = config.norm_first
-        self.norm1, self.attn = make_norm(config), CausalSelfAttention(config)
-        self.norm2, self.ffn = make_norm(config), FeedForward(config)
+        self.norm_first, self.rezero = config.norm_first, config.residual == "rezero"
+        if self.rezero:                                  # no norms; each residual branch scaled by alpha = 0
+            self.attn, self.ffn = CausalSelfAttention(config), FeedForward(config)
+            self.alpha_attn, self.alpha_ffn = nn.Parameter(torch.zeros(())), nn.Parameter(torch.zeros(()))
+        else:
+            self.norm1, self.attn = make_norm(config), CausalSelfAttention(config)
+            self.norm2, self.ffn = make_norm(config), FeedForward(config)
         self.drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, rope=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope=None, bias=None) -> torch.Tensor:
+        if self.rezero:                                  # ReZero: x + alpha f(x)
+            x = x + self.alpha_attn * self.drop(self.attn(x, rope, bias))
+            return x + self.alpha_ffn * self.drop(self.ffn(x))
         if self.norm_first:                              # Pre-LN: the residual stream is never normalised
-            x = x + self.drop(self.attn(self.norm1(x), rope))
+            x = x + self.drop(self.attn(self.norm1(x), rope, bias))
             return x + self.drop(self.ffn(self.norm2(x)))
-        x = self.norm1(x + self.drop(self.attn(x, rope)))  # Post-LN: normalise after each residual sum
+        x = self.norm1(x + self.drop(self.attn(x, rope, bias)))  # Post-LN: normalise after each residual sum
         return self.norm2(x + self.drop(self.ffn(x)))
 
 
@@ -164,7 +186,10 @@ class GPT(nn.Module):
             cos, sin = rope_tables(config.block_size, config.d_model // config.num_heads, config.rope_base)
             self.register_buffer("rope_cos", cos, persistent=False)  # (T, d_head)
             self.register_buffer("rope_sin", sin, persistent=False)
-        self.apply(self._init_weights)
+        if config.position == "alibi":
+            self.register_buffer("alibi", alibi_bias(config.num_heads, config.block_size), persistent=False)  # (H, T, T)
+        if config.init == "gpt2":
+            self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -184,14 +209,16 @@ class GPT(nn.Module):
         if seq_len > self.config.block_size:
             raise ValueError(f"sequence of length {seq_len} is longer than block_size={self.config.block_size}")
         x = self.tok_emb(idx)                                              # (B, T, D)
-        rope = None
+        rope = bias = None
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(seq_len, device=idx.device))  # (B, T, D)
-        else:
+        elif self.config.position == "rope":
             rope = (self.rope_cos[:seq_len], self.rope_sin[:seq_len])       # (T, d_head) each
+        else:
+            bias = self.alibi[:, :seq_len, :seq_len]                         # (H, T, T)
         x = self.drop(x)
         for block in self.blocks:
-            x = block(x, rope)                                             # (B, T, D)
+            x = block(x, rope, bias)                                       # (B, T, D)
         return self.head(self.norm_f(x))                                   # (B, T, V)
 
     def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,8 @@ VARIANTS = [
     dict(norm_first=False),
     dict(norm="rms", ffn="swiglu", position="rope"),
     dict(bias=True, tie_weights=False),
+    dict(ffn="geglu", position="alibi"),
+    dict(residual="rezero", init="default"),
 ]
 
 
@@ -47,6 +49,31 @@ def test_swiglu_has_about_the_parameters_of_the_gelu_ffn():
     gelu = GPT(GPTConfig(vocab_size=10, d_model=96, num_layers=2)).num_parameters()
     swiglu = GPT(GPTConfig(vocab_size=10, d_model=96, num_layers=2, ffn="swiglu")).num_parameters()
     assert abs(swiglu - gelu) / gelu < 0.02
+
+
+def test_unit07_switches_geglu_alibi_rezero_and_default_init():
+    from course_utils.taming import alibi_bias
+
+    small = dict(vocab_size=10, d_model=96, num_layers=2)
+    assert GPT(GPTConfig(ffn="geglu", **small)).num_parameters() == GPT(GPTConfig(ffn="swiglu", **small)).num_parameters()
+    alibi = GPT(GPTConfig(vocab_size=10, block_size=12, num_heads=4, d_model=16, position="alibi"))
+    assert alibi.pos_emb is None and torch.equal(alibi.alibi, alibi_bias(4, 12))
+    torch.manual_seed(0)
+    rezero = GPT(GPTConfig(vocab_size=10, block_size=8, num_layers=3, num_heads=2, d_model=16, residual="rezero")).eval()
+    idx = torch.randint(0, 10, (2, 8))
+    embedded = rezero.tok_emb(idx) + rezero.pos_emb(torch.arange(8))
+    assert torch.allclose(rezero(idx), rezero.head(rezero.norm_f(embedded)), atol=1e-6)   # blocks start as identity
+    assert not any(isinstance(m, torch.nn.LayerNorm) for m in rezero.blocks.modules())
+    torch.manual_seed(0)
+    default = GPT(GPTConfig(vocab_size=64, block_size=8, num_layers=2, num_heads=4, d_model=256, init="default"))
+    assert abs(default.tok_emb.weight.std().item() - 1.0) < 0.05                     # nn.Embedding's N(0, 1)
+    bound = 1 / math.sqrt(256)                                                          # nn.Linear's U(-1/sqrt(fan_in), ..)
+    assert default.blocks[0].attn.proj.weight.abs().max().item() <= bound
+    assert default.blocks[0].attn.proj.weight.std().item() > 0.5 * bound / math.sqrt(3)
+    with pytest.raises(ValueError, match="residual"):
+        GPTConfig(vocab_size=5, residual="highway")
+    with pytest.raises(ValueError, match="init"):
+        GPTConfig(vocab_size=5, init="xavier")
 
 
 def test_rope_scores_depend_only_on_the_offset():
