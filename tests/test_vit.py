@@ -128,3 +128,19 @@ def test_small_cnn_shapes():
     model = SmallCNN(in_channels=3, num_classes=7, width=8)
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 7)
     assert model(torch.randn(2, 3, 8, 8)).shape == (2, 7)
+
+
+def test_config_switches_pool_and_init():
+    torch.manual_seed(0)
+    images = torch.randn(2, 1, 8, 8)
+    model = ViT(ViTConfig(image_size=8, patch_size=4, num_layers=1, d_model=16, num_heads=2, pool="mean")).eval()
+    x = torch.cat([model.cls_token.expand(2, -1, -1), model.patch_embedding(images)], 1) + model.pos_embedding
+    x, _ = model.blocks[0](x)
+    torch.testing.assert_close(model(images), model.head(model.norm(x[:, 1:].mean(1))))
+    vit_init = ViT(ViTConfig(d_model=64, num_layers=1)).blocks[0].attn.qkv.weight
+    torch_init = ViT(ViTConfig(d_model=64, num_layers=1, init="default")).blocks[0].attn.qkv.weight
+    assert abs(vit_init.std().item() - 0.02) < 0.002                     # truncated normal, std 0.02
+    assert abs(torch_init.std().item() - 64 ** -0.5 / 3 ** 0.5) < 0.005   # kaiming-uniform bound 1/sqrt(fan_in)
+    for bad in (dict(pool="max"), dict(init="xavier")):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            ViTConfig(**bad)
