@@ -22,6 +22,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .attention import scaled_dot_product_attention
+
 
 def img_to_patch(images: torch.Tensor, patch_size: int) -> torch.Tensor:
     """Cut ``images (B, C, H, W)`` into non-overlapping ``p x p`` patches: ``(B, N, C*p*p)`` with
@@ -117,9 +119,10 @@ class Attention(nn.Module):
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, D // self.num_heads).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, d_head)
         p = self.dropout if self.training else 0.0
-        if need_weights:
-            weights = torch.softmax(q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5, dim=-1)  # (B, H, T, T)
-            out = F.dropout(weights, p) @ v                                                 # (B, H, T, d_head)
+        if need_weights:                                                                    # unit 05's version
+            out, weights = scaled_dot_product_attention(q, k, v)                            # (B, H, T, d_head), (B, H, T, T)
+            if p:
+                out = F.dropout(weights, p) @ v                                             # (B, H, T, d_head)
         else:
             weights, out = None, F.scaled_dot_product_attention(q, k, v, dropout_p=p)       # (B, H, T, d_head)
         return self.proj(out.transpose(1, 2).reshape(B, T, D)), weights                     # (B, T, D)
