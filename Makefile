@@ -8,7 +8,8 @@
 #   make autograde [UNIT=NN_name] [WORKERS=n]     grade submissions in the sandbox        (instructors)
 #   make feedback [UNIT=NN_name]                  feedback/ without hidden tests          (instructors)
 #   make grades                                   grades.csv with review flags            (instructors)
-#   make bench      time every lecture's "Run All"               (authors)
+#   make lectures [LECTURES=lectures/NN_x.ipynb]  execute lectures in place for commit (authors)
+#   make bench [ISA=avx2|default|other]  time every lecture's "Run All"  (authors)
 #   make bench-grading  stock vs sandboxed autograding, seconds per submission   (authors)
 
 PYTHON ?= python3
@@ -30,7 +31,7 @@ SUITE_ENV := $(OFFLINE) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 AUTOGRADE := $(OFFLINE) $(BIN)/python -m course_utils.autograde
 
-.PHONY: setup sandbox-tools datasets-tools lab test exercises import autograde feedback grades bench bench-grading clean
+.PHONY: setup sandbox-tools datasets-tools lab test lectures exercises import autograde feedback grades bench bench-grading clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -75,6 +76,16 @@ REQUIRE := $(if $(and $(filter Linux,$(shell uname -s)),$(filter 0,$(shell id -u
 test: setup sandbox-tools datasets-tools
 	$(SUITE_ENV) $(REQUIRE) $(BIN)/python -m pytest -n 2 --dist loadscope \
 	    --nbval lectures --nbval-sanitize-with tests/sanitize.cfg tests
+
+# Lectures are executed for commit with the suite's settings, without widget state: progress bars
+# (course_utils.progress) leave one line of text in the saved notebook.
+LECTURES ?= $(wildcard lectures/*.ipynb)
+lectures: setup
+	@for nb in $(LECTURES); do \
+	    echo "executing $$nb"; \
+	    $(SUITE_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace --log-level=WARN \
+	        --ExecutePreprocessor.timeout=900 --ExecutePreprocessor.store_widget_state=False "$$nb" || exit 1; \
+	done
 
 exercises: setup
 	@for unit in $(UNITS); do \
