@@ -205,16 +205,31 @@ def read_text(path: str | os.PathLike) -> str:
         raise ValueError(f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
 
 
-def read_pairs(path: str | os.PathLike, sep: str = "\t") -> list[tuple[str, str]]:
-    """Parallel pairs from a file with one ``source<sep>target`` pair per line (blank lines skipped)."""
+def read_pairs(path: str | os.PathLike, sep: str = "\t", columns: tuple[int, int] = (0, 1)) -> list[tuple[str, str]]:
+    """Parallel pairs from a file with one pair per line, its fields separated by ``sep``.
+
+    ``columns`` says which two fields are the source and the target (0-based). Extra fields are
+    ignored, so the standard Tatoeba / ManyThings export (``English<TAB>French<TAB>attribution``)
+    reads as it is; ``columns=(1, 0)`` reverses the direction. Blank lines are skipped. A line with
+    too few fields, or an empty source or target, raises ``ValueError`` naming the file and line.
+    Returns a list of ``(source, target)`` string pairs.
+    """
+    if (len(columns) != 2 or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in columns)
+            or columns[0] == columns[1]):
+        raise ValueError(f"columns must be two different non-negative field indices, got {columns!r}")
+    needed = max(columns) + 1
     pairs = []
     for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         fields = line.split(sep)
-        if len(fields) != 2:
-            raise ValueError(f"{path}, line {number}: expected 2 fields separated by {sep!r}, got {len(fields)}")
-        pairs.append((fields[0].strip(), fields[1].strip()))
+        if len(fields) < needed:
+            raise ValueError(f"{path}, line {number}: expected at least {needed} fields separated by {sep!r} "
+                             f"(columns {columns[0]} and {columns[1]}), got {len(fields)}: {line[:80]!r}")
+        source, target = fields[columns[0]].strip(), fields[columns[1]].strip()
+        if not source or not target:
+            raise ValueError(f"{path}, line {number}: empty {'source' if not source else 'target'} field")
+        pairs.append((source, target))
     if not pairs:
         raise ValueError(f"{path}: no pairs found")
     return pairs

@@ -80,6 +80,28 @@ def test_read_text_and_pairs(tmp_path):
         data.read_text(binary)
 
 
+def test_read_pairs_tatoeba_export(tmp_path):
+    # The standard Tatoeba / ManyThings export: English, French, attribution.
+    tatoeba = tmp_path / "fra.txt"
+    tatoeba.write_text("Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM)\n"
+                       "Hi.\tSalut !\tCC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM)\n", encoding="utf-8")
+    assert data.read_pairs(tatoeba) == [("Go.", "Va !"), ("Hi.", "Salut !")]
+    assert data.read_pairs(tatoeba, columns=(1, 0)) == [("Va !", "Go."), ("Salut !", "Hi.")]
+    short = tmp_path / "short.txt"
+    short.write_text("Go.\tVa !\tCC\nHi.\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"short.txt, line 2: expected at least 2 fields"):
+        data.read_pairs(short)
+    with pytest.raises(ValueError, match=r"fra.txt, line 1: expected at least 4 fields"):
+        data.read_pairs(tatoeba, columns=(0, 3))
+    empty = tmp_path / "empty_target.txt"
+    empty.write_text("Go.\t \tCC\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 1: empty target"):
+        data.read_pairs(empty)
+    for bad in [(0, 0), (0,), (-1, 1), (0.0, 1)]:
+        with pytest.raises(ValueError, match="columns must be"):
+            data.read_pairs(tatoeba, columns=bad)
+
+
 def test_load_text_dataset_offline_fails_fast(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert data.hub_offline()
