@@ -2,10 +2,11 @@
 
 One module per concern, grown unit by unit:
 
-- ``device``    pick CUDA, then Apple MPS, then the CPU (``get_device``)
+- ``device``    pick CUDA, then Apple MPS, then the CPU (``get_device``); ``native_bf16``
 - ``repro``     seeding for repeatable notebooks (``seed_everything``)
 - ``checks``    assertions for exercise tests whose failures name the mistake
-- ``training``  a small training loop with progress bars and a ``History``
+- ``progress``  progress bars that end as one line of text (live widget in a notebook)
+- ``training``  a small training loop with a progress bar and a ``History``
 - ``plotting``  figures drawn from a ``History`` and friends
 - ``data``      offline-first data: generated corpora, text shipped with Python, local files, hub
 - ``text``      unit 01: tokenizers, vocabulary, padding/collation, BPE, character n-grams

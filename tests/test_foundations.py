@@ -14,7 +14,8 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 
 from course_utils import checks, get_device, seed_everything  # noqa: E402
-from course_utils.device import describe  # noqa: E402
+from course_utils.device import describe, native_bf16  # noqa: E402
+from course_utils.progress import progress, summary_line  # noqa: E402
 from course_utils.grading import HideTestCode  # noqa: E402
 from course_utils.plotting import plot_heatmap, plot_history  # noqa: E402
 from course_utils.training import History, evaluate_loss, fit, to_device  # noqa: E402
@@ -41,6 +42,49 @@ def test_get_device_rejects_unknown_and_absent(monkeypatch):
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="cuda"):
             get_device(prefer="cuda")
+
+
+def test_native_bf16_follows_the_hardware(monkeypatch):
+    import course_utils.device as device_module
+
+    assert native_bf16("meta") is False
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    monkeypatch.setattr(device_module, "_cpu_flags", lambda: {"avx512_bf16", "amx_bf16"})
+    assert native_bf16("cpu") is False          # AVX2 kernels (an AVX2 CPU, or ATEN_CPU_CAPABILITY=avx2)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert native_bf16("cpu") is True
+    monkeypatch.setattr(device_module, "_cpu_flags", lambda: {"avx512f", "avx512bw"})
+    assert native_bf16("cpu") is False          # AVX-512 without BF16: emulated
+
+
+# ----------------------------------------------------------------------------- progress bars
+
+def test_progress_outside_a_notebook_is_a_text_bar_that_counts():
+    seen = list(progress(range(5), desc="counting", unit="step"))
+    assert seen == [0, 1, 2, 3, 4]
+    bar = progress(total=3, desc="manual", unit="batch")
+    bar.update(3)
+    bar.set_postfix(loss="0.25")
+    line = summary_line(bar)
+    bar.close()
+    assert line.startswith("manual: 3/3 batch in ") and line.endswith(" s, loss=0.25"), line
+
+
+def test_progress_in_a_notebook_leaves_one_line_and_no_widget(tmp_path):
+    # Executed by a real kernel, as `make lectures` does: the saved output is the summary line only.
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from course_utils.progress import progress\n"
+        "for _ in progress(range(4), desc='epoch', unit='step'):\n    pass\nprint('after')")]
+    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = nb.cells[0].outputs
+    texts = [o.get("data", {}).get("text/plain", o.get("text", "")) for o in outputs]
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), outputs
+    assert texts[0].startswith("epoch: 4/4 step in ") and texts[1] == "after\n", texts
+    assert "widgets" not in nb.metadata
 
 
 # ----------------------------------------------------------------------------- seeding
