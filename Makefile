@@ -73,9 +73,24 @@ lab: setup
 # catalog and the lectures executed on Fashion-MNIST must run, not skip.
 REQUIRE := $(if $(and $(filter Linux,$(shell uname -s)),$(filter 0,$(shell id -u))),COURSE_REQUIRE_SANDBOX=1 COURSE_REQUIRE_DATA=1)
 
+NBVAL := --nbval --nbval-sanitize-with tests/sanitize.cfg
+
+# Two passes. First everything: library tests, grading, mistake banks and nbval on every lecture.
+# Then nbval on the lectures once more under another ISA's arithmetic (tests/isa_env.py other: an
+# AVX-512 CPU computes as an AVX2 one, an AVX2 CPU with ATen's baseline kernels, oneDNN at SSE4.1
+# and MKL in compatible mode), so an output that depends on the bits of the floating-point
+# hardware fails here, on the machine that made it, instead of on a student's laptop or a GPU.
 test: setup sandbox-tools datasets-tools
-	$(SUITE_ENV) $(REQUIRE) $(BIN)/python -m pytest -n 2 --dist loadscope \
-	    --nbval lectures --nbval-sanitize-with tests/sanitize.cfg tests
+	$(SUITE_ENV) $(REQUIRE) $(BIN)/python -m pytest -n 2 --dist loadscope $(NBVAL) lectures tests
+	@isa=$$($(BIN)/python tests/isa_env.py other); rc=$$?; \
+	if [ $$rc = 3 ]; then \
+	    echo "note: no other ISA can be emulated on this CPU; the lectures were validated natively only"; \
+	elif [ $$rc != 0 ]; then \
+	    exit $$rc; \
+	else \
+	    echo "validating the lectures again under $$isa"; \
+	    env $$isa $(SUITE_ENV) $(REQUIRE) $(BIN)/python -m pytest -n 2 --dist loadscope $(NBVAL) lectures; \
+	fi
 
 # Lectures are executed for commit with the suite's settings, without widget state: progress bars
 # (course_utils.progress) leave one line of text in the saved notebook.
@@ -108,7 +123,7 @@ grades: setup
 	$(AUTOGRADE) export --to grades.csv
 
 bench: setup
-	$(OFFLINE) $(BIN)/python -m benchmarks.notebook_times
+	$(OFFLINE) $(BIN)/python -m benchmarks.notebook_times $(if $(ISA),--isa $(ISA))
 
 bench-grading: setup sandbox-tools
 	$(OFFLINE) $(BIN)/python -m benchmarks.grading
