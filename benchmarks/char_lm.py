@@ -15,10 +15,15 @@ non-overlapping windows of the model's context length. Both recipes use the cour
   cosine decay to 1e-4 over the run.
 - ``course``    what units 06-07 teach, tuned on this budget (see ``RECIPES``): the same size of
   model with RMSNorm, SwiGLU and rotary positions, context 128, batch 16, peak lr 3e-3 with 50
-  warm-up steps, bf16 autocast.
+  warm-up steps; bf16 autocast only where the CPU computes bf16 natively
+  (``course_utils.device.native_bf16``: AVX512-BF16 or AMX), since elsewhere it is emulated and
+  costs far more than it saves.
 
 The cosine decay is driven by elapsed time, not by a step count, so it ends exactly when the budget
-does. The last line printed is ``course=<loss> baseline=<loss>``.
+does. ``--clock cpu`` counts the process's CPU seconds instead of wall seconds: the same comparison
+on a machine that is busy with other work (two threads on two idle cores use ~2 CPU s per wall s).
+To compute as another CPU would, run under ``env $(python tests/isa_env.py avx2) ...``.
+The last line printed is ``course=<loss> baseline=<loss>``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 import torch
 
 from course_utils.data import python_docs_text, read_text, train_val_split
+from course_utils.device import native_bf16
 from course_utils.gpt import GPT, GPTConfig
 
 
@@ -44,7 +50,7 @@ class Recipe:
     betas: tuple[float, float] = (0.9, 0.99)
     weight_decay: float = 0.1
     grad_clip: float | None = 1.0
-    autocast_bf16: bool = False
+    bf16: bool | str = False      # bf16 autocast: True, False or "auto" (only where the CPU has it natively)
 
 
 NANOGPT_CPU = dict(block_size=64, num_layers=4, num_heads=4, d_model=128)
@@ -53,15 +59,15 @@ MODERN = dict(norm="rms", ffn="swiglu", position="rope")
 # The course's recipe, each choice measured on the Python docs text and the King James Bible:
 # a 3x higher peak learning rate, which the small model takes with warm-up and clipping; RMSNorm,
 # SwiGLU and rotary positions (units 06-07); context 128 and batch 16, whose larger matrix products
-# use the cores better; bf16 autocast, about 20% more characters per second on a CPU with AVX-512
-# BF16. The two intermediate recipes let `--steps` separate the optimiser from the architecture.
+# use the cores better; bf16 autocast where the CPU has native bf16 (about 20% more characters per
+# second on an AVX-512 BF16 EPYC; emulated on an AVX2 CPU, it ran ~16x slower than fp32). The two intermediate recipes let `--steps` separate the optimiser from the architecture.
 RECIPES = {
     "baseline": Recipe(model=NANOGPT_CPU),
     "baseline-lr3e-3": Recipe(model=NANOGPT_CPU, lr=3e-3, min_lr=3e-4),
     "modern-lr3e-3": Recipe(model=dict(NANOGPT_CPU, **MODERN), lr=3e-3, min_lr=3e-4),
     "course": Recipe(
         model=dict(NANOGPT_CPU, block_size=128, **MODERN),
-        batch_size=16, lr=3e-3, min_lr=3e-4, warmup_steps=50, autocast_bf16=True,
+        batch_size=16, lr=3e-3, min_lr=3e-4, warmup_steps=50, bf16="auto",
     ),
 }
 
@@ -110,24 +116,25 @@ def validation_loss(model: GPT, data: torch.Tensor, batch_size: int = 64) -> flo
 
 
 def train(name: str, recipe: Recipe, train_data: torch.Tensor, val_data: torch.Tensor, vocab_size: int,
-          seconds: float, seed: int = 0, steps: int | None = None) -> float:
-    """Train ``recipe`` for ``seconds`` of wall time (or exactly ``steps`` steps, whatever the time:
+          seconds: float, seed: int = 0, steps: int | None = None, clock=time.perf_counter) -> float:
+    """Train ``recipe`` for ``seconds`` of ``clock`` (or exactly ``steps`` steps, whatever the time:
     a comparison that does not depend on the machine); print its figures and return the validation loss."""
+    bf16 = native_bf16("cpu") if recipe.bf16 == "auto" else bool(recipe.bf16)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, **recipe.model))
     optimizer = make_optimizer(model, recipe)
     block = model.config.block_size
-    step, start = 0, time.perf_counter()
+    step, start, wall_start = 0, clock(), time.perf_counter()
     while True:
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         progress = elapsed / seconds if steps is None else step / steps
         if progress >= 1:
             break
         for group in optimizer.param_groups:
             group["lr"] = lr_at(recipe, step, progress)
         x, y = random_batch(train_data, recipe.batch_size, block, generator)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.autocast_bf16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             loss = model.loss(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -135,18 +142,21 @@ def train(name: str, recipe: Recipe, train_data: torch.Tensor, val_data: torch.T
             torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
         optimizer.step()
         step += 1
+    wall = time.perf_counter() - wall_start
     val = validation_loss(model, val_data)
     tokens = step * recipe.batch_size * block
-    print(f"{name:>9}: {model.num_parameters() / 1e6:.2f} M parameters, {step} steps, {tokens / 1e6:.2f} M characters "
-          f"in {elapsed:.0f} s ({tokens / elapsed / 1e3:.1f} k char/s), last train loss {loss.item():.3f}, "
-          f"validation loss {val:.4f} nats/char", flush=True)
+    print(f"{name:>9}: {model.num_parameters() / 1e6:.2f} M parameters, {'bf16' if bf16 else 'fp32'}, {step} steps, "
+          f"{tokens / 1e6:.2f} M characters in {wall:.0f} s ({tokens / wall / 1e3:.1f} k char/s), "
+          f"last train loss {loss.item():.3f}, validation loss {val:.4f} nats/char", flush=True)
     return val
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--text", help="UTF-8 text file (default: CPython's bundled documentation text)")
-    parser.add_argument("--seconds", type=float, default=105.0, help="wall-time budget per recipe")
+    parser.add_argument("--seconds", type=float, default=105.0, help="time budget per recipe")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="what --seconds counts: wall time (default) or this process's CPU time")
     parser.add_argument("--steps", type=int, help="train each recipe for this many steps instead of --seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--recipes", nargs="+", default=["baseline", "course"], choices=sorted(RECIPES))
@@ -170,11 +180,13 @@ def main(argv: list[str] | None = None) -> None:
     val_data = torch.tensor([stoi[c] for c in val_text], dtype=torch.long)      # (N_val,)
     print(f"text: {source}, {len(text):,} characters, vocabulary {len(chars)}, "
           f"{len(train_data):,} train / {len(val_data):,} validation; "
-          f"{f'{args.steps} steps' if args.steps else f'{args.seconds:g} s'} per recipe, "
-          f"{torch.get_num_threads()} threads", flush=True)
+          f"{f'{args.steps} steps' if args.steps else f'{args.seconds:g} {args.clock} s'} per recipe, "
+          f"{torch.get_num_threads()} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+          f"native bf16: {native_bf16('cpu')}", flush=True)
 
-    losses = {name: train(name, RECIPES[name], train_data, val_data, len(chars), args.seconds, args.seed, args.steps)
-              for name in args.recipes}
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    losses = {name: train(name, RECIPES[name], train_data, val_data, len(chars), args.seconds, args.seed, args.steps,
+                          clock) for name in args.recipes}
     if {"course", "baseline"} <= losses.keys():
         print(f"course={losses['course']:.4f} baseline={losses['baseline']:.4f}")
 
