@@ -99,7 +99,10 @@ lectures: setup
 	@for nb in $(LECTURES); do \
 	    echo "executing $$nb"; \
 	    $(SUITE_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace --log-level=WARN \
-	        --ExecutePreprocessor.timeout=900 --ExecutePreprocessor.store_widget_state=False "$$nb" || exit 1; \
+	        --ExecutePreprocessor.timeout=900 --ExecutePreprocessor.store_widget_state=False \
+	        --ClearMetadataPreprocessor.enabled=True --ClearMetadataPreprocessor.clear_cell_metadata=False \
+	        --ClearMetadataPreprocessor.preserve_nb_metadata_mask='["kernelspec","language_info","course"]' \
+	        "$$nb" || exit 1; \
 	done
 
 exercises: setup
