@@ -100,7 +100,8 @@ lectures: setup
 	    echo "executing $$nb"; \
 	    $(SUITE_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace --log-level=WARN \
 	        --ExecutePreprocessor.timeout=900 --ExecutePreprocessor.store_widget_state=False \
-	        --ClearMetadataPreprocessor.enabled=True --ClearMetadataPreprocessor.clear_cell_metadata=False \
+	        --ExecutePreprocessor.record_timing=False \
+	        --ClearMetadataPreprocessor.enabled=True --ClearMetadataPreprocessor.preserve_cell_metadata_mask='["tags"]' \
 	        --ClearMetadataPreprocessor.preserve_nb_metadata_mask='["kernelspec","language_info","course"]' \
 	        "$$nb" || exit 1; \
 	done
