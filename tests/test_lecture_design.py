@@ -5,9 +5,10 @@ generation, ARM, a CUDA GPU, and (a second pass) this CPU under emulated other-I
 
 - outputs that are exact by construction stay compared as text;
 - a cell whose output depends on floating-point hardware or on a training run carries the cell tag
-  ``nbval-ignore-output`` (or nbval's comment ``# NBVAL_IGNORE_OUTPUT``), and checks what the prose says about it with ``assert`` (a margin that
-  holds on other hardware and seeds) — or, when it only shows something without claiming anything
-  about it (sampled text, a timing), says so in a comment line beginning ``# Not checked:``;
+  ``nbval-ignore-output`` (or nbval's comment ``# NBVAL_IGNORE_OUTPUT``), and checks what the prose
+  says about it with ``assert`` (a margin that holds on other hardware and seeds) — or, when it only
+  shows something without claiming anything about it (sampled text, a timing), says so in a comment
+  line beginning ``# Not checked:``;
 - progress bars come from ``course_utils.progress`` and the saved notebook holds no widget state.
 
 The second nbval pass is what proves the first rule on real arithmetic; these checks make a new
@@ -27,11 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 LECTURES = sorted((ROOT / "lectures").glob("*.ipynb"))
 IGNORE = "nbval-ignore-output"
 ALLOWED_TAGS = {IGNORE, "raises-exception"}
-# nbval's two spellings of "do not compare this cell's output": the cell tag or a first-line comment.
-
-
-def ignored(cell: dict) -> bool:
-    return IGNORE in cell.get("metadata", {}).get("tags", []) or "# NBVAL_IGNORE_OUTPUT" in source(cell)
 WIDGET = "application/vnd.jupyter.widget-view+json"
 # Calls whose printed results come from a training run, a timing or a random sample: a cell that
 # makes them and prints something is float- or hardware-dependent.
@@ -45,6 +41,11 @@ def cells(path: Path) -> list[dict]:
 def source(cell: dict) -> str:
     s = cell.get("source", "")
     return "".join(s) if isinstance(s, list) else s
+
+
+def ignored(cell: dict) -> bool:
+    # nbval's two spellings of "do not compare this cell's output": the cell tag or a comment.
+    return IGNORE in cell.get("metadata", {}).get("tags", []) or "# NBVAL_IGNORE_OUTPUT" in source(cell)
 
 
 def printed_text(cell: dict) -> str:
@@ -89,8 +90,8 @@ def test_no_skipped_or_lax_cells(lecture):
         if c["cell_type"] != "code":
             continue
         code = source(c)
-        assert not re.search(r"# NBVAL_(SKIP|CHECK_OUTPUT|RAISES_EXCEPTION)", code), (
-            f"{lecture.name} cell {i}: the course validates in strict mode; only ignore-output marks are used")
+        assert not re.search(r"# NBVAL_(SKIP|CHECK_OUTPUT)", code), (
+            f"{lecture.name} cell {i}: the course validates in strict mode; no cell is skipped or compared laxly")
         unknown = set(c.get("metadata", {}).get("tags", [])) - ALLOWED_TAGS
         assert not unknown, f"{lecture.name} cell {i}: unknown validation tags {sorted(unknown)}"
 
