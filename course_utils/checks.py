@@ -8,17 +8,20 @@ and, where it helps, the likely mistake (``hint``). They check types strictly
     check_shape(out, (2, 5), "masked_softmax(...)")
     check_close(out, reference, "masked_softmax(...)", hint="did you softmax over dim=-1?")
     check_sums_to_one(out, dim=-1, name="attention weights")
-    with forbid(F, "scaled_dot_product_attention"):
+    with forbid(F.scaled_dot_product_attention, course_attention.MultiHeadAttention):
         student_attention(q, k, v)
+
+``forbid`` is the call guard of ``course_utils.guard``, re-exported here for test cells.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import torch
+
+from .guard import ForbiddenCall, forbid  # noqa: F401 - re-exported for test cells
 
 
 def _fail(name: str, problem: str, hint: str | None) -> None:
@@ -105,26 +108,6 @@ def check_sums_to_one(tensor: torch.Tensor, dim: int, name: str, atol: float = 1
     if bad.any():
         idx = tuple(int(i) for i in torch.nonzero(bad)[0])
         _fail(name, f"must sum to 1 along dim {dim}; entry {idx} sums to {sums[idx].item():.4g}", hint)
-
-
-@contextlib.contextmanager
-def forbid(owner: Any, attribute: str, reason: str | None = None) -> Iterator[None]:
-    """Temporarily replace ``owner.attribute`` by a function that raises.
-
-    Use it to make sure an exercise builds the thing instead of calling the library
-    version, e.g. ``with forbid(torch.nn.functional, "scaled_dot_product_attention"):``.
-    """
-    original = getattr(owner, attribute)
-    label = f"{getattr(owner, '__name__', type(owner).__name__)}.{attribute}"
-
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError(reason or f"{label} may not be used in this exercise: build it yourself")
-
-    setattr(owner, attribute, refuse)
-    try:
-        yield
-    finally:
-        setattr(owner, attribute, original)
 
 
 def _short(value: Any, limit: int = 200) -> str:

@@ -1,0 +1,251 @@
+"""The call guard of exercise tests: forbidden functions fail by what runs, not by the name used.
+
+``forbid(*targets)`` is a context manager for test cells. While its block runs, a call of any
+target fails, however the student's code reached it:
+
+    with forbid(F.scaled_dot_product_attention, course_attention.MultiHeadAttention):
+        out = student_attention(q, k, v)
+
+- a Python function (or method) is recognised by its code object, so an alias, a reference taken
+  before the test started, a bound method, ``functools.wraps`` wrappers and another module path
+  all run the same code and are all caught;
+- a class forbids every function defined in its body, so a subclass that inherits or calls
+  ``super()`` is caught when the inherited code runs;
+- a built-in (C) function is caught when Python code calls it (``sys.setprofile``'s ``c_call``)
+  and, for torch operators, by a ``TorchFunctionMode`` that also sees calls made from C code
+  (``functools.partial``, ``map``) and ``torch.ops.aten.<name>``.
+
+The first forbidden call raises :class:`ForbiddenCall` (an ``AssertionError``, so nbgrader scores
+the cell 0) naming what was called. The call is also recorded: if the student's code catches the
+exception, the block still fails when it ends. Calls that would switch the guard off while it is
+on (``sys.setprofile``, ``sys.settrace``, ``sys.getprofile``, popping torch's mode stack, ``gc``
+walks of live objects) count as forbidden calls; the grading sandbox's audit hook refuses
+``sys.setprofile`` and ``sys.settrace`` from any other code.
+
+What it cannot see: code copied by hand (the grader's review flags report near copies), and a
+built-in called from C code while torch function modes are disabled. See the README's threat model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import inspect
+import sys
+import threading
+import types
+from typing import Any, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+__all__ = ["ForbiddenCall", "forbid"]
+
+
+class ForbiddenCall(AssertionError):
+    """A forbidden function ran while a test called the student's code."""
+
+
+def _label(obj: Any) -> str:
+    module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__self__", None), "__module__", None)
+    name = getattr(obj, "__name__" if isinstance(obj, types.BuiltinFunctionType) else "__qualname__", None)
+    name = name or getattr(obj, "__name__", None) or repr(obj)
+    return f"{module}.{name}" if module and module != "builtins" else str(name)
+
+
+def _codes_of(func: Any) -> list[types.CodeType]:
+    """The code objects that run when ``func`` is called (wrappers unwrapped to the innermost)."""
+    if isinstance(func, (staticmethod, classmethod)):
+        func = func.__func__
+    if isinstance(func, property):
+        return [c for f in (func.fget, func.fset, func.fdel) if f is not None for c in _codes_of(f)]
+    if isinstance(func, types.MethodType):
+        func = func.__func__
+    if isinstance(func, functools.partial):
+        return _codes_of(func.func)
+    func = inspect.unwrap(func) if callable(func) else func
+    code = getattr(func, "__code__", None)
+    return [code] if isinstance(code, types.CodeType) else []
+
+
+def _builtin_key(func: Any) -> tuple[int, str] | None:
+    """Identity of a C function: the object it is bound to and its name (stable across lookups)."""
+    if isinstance(func, types.BuiltinFunctionType):
+        return id(func.__self__), func.__name__
+    return None
+
+
+class _Targets:
+    """What one ``forbid`` block refuses: code objects, C functions and torch operator names."""
+
+    def __init__(self) -> None:
+        self.codes: dict[int, str] = {}  # id(code object) -> label (identity: equal code elsewhere is not it)
+        self.builtins: dict[tuple[int, str], str] = {}
+        self.ops: dict[str, str] = {}  # "aten::name" -> label
+        self.keep: list[Any] = []  # holds the objects whose ids are keys
+
+    def add(self, target: Any, label: str | None = None) -> None:
+        label = label or _label(target)
+        if isinstance(target, type):
+            for name, member in vars(target).items():
+                for code in _codes_of(member):
+                    self.keep.append(code)
+                    self.codes.setdefault(id(code), f"{label}.{name}" if name != "__init__" else label)
+            if not any(label in v for v in self.codes.values()):
+                raise ValueError(f"forbid: class {label} defines no Python methods to watch")
+            return
+        key = _builtin_key(target)
+        if key is not None:
+            self.builtins[key] = label
+            self.keep.append(target)
+            self.ops[f"aten::{target.__name__}"] = label
+            return
+        codes = _codes_of(target)
+        if not codes:
+            raise ValueError(f"forbid: cannot watch {target!r} (type {type(target).__name__}); "
+                             "give a function, method, class or built-in function")
+        self.keep += codes
+        for code in codes:
+            self.codes[id(code)] = label
+
+    def merged(self, outer: "_Targets | None") -> "_Targets":
+        if outer is None:
+            return self
+        merged = _Targets()
+        for part in (outer, self):
+            merged.codes.update(part.codes)
+            merged.builtins.update(part.builtins)
+            merged.ops.update(part.ops)
+            merged.keep += part.keep
+        return merged
+
+
+# C functions that would switch the guard off or find it; calling one while it is on is forbidden.
+# (Torch's own mode-stack functions are left out: torch calls them itself; the stack is checked at exit.)
+_SWITCHES = [sys.setprofile, sys.settrace, sys.getprofile, sys.gettrace, gc.get_referrers, gc.get_referents,
+             gc.get_objects]
+_SWITCH_KEYS = {_builtin_key(f): _label(f) for f in _SWITCHES if _builtin_key(f) is not None}
+_SWITCH_CODES = {id(threading.setprofile.__code__): "threading.setprofile",
+                 id(threading.settrace.__code__): "threading.settrace"}
+
+
+class _State:
+    """The active blocks of the current process (nested ``forbid`` blocks merge their targets)."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[_Targets, Any]] = []  # (merged targets, the hook installed for them)
+        self.called: list[str] = []  # forbidden calls seen since the outermost block began
+
+
+_STATE = _State()
+
+
+def _message(what: str, reason: str | None) -> str:
+    return reason or (f"your code called {what}, which this test forbids (however it is reached: another name, "
+                      "module path, subclass or a reference taken earlier): build it yourself")
+
+
+def _make_hook(targets: _Targets, previous: Any, called: list[str], reason: str | None, own: frozenset):
+    codes, builtins, switch_keys, switch_codes = targets.codes, targets.builtins, _SWITCH_KEYS, _SWITCH_CODES
+
+    def refuse(what: str) -> None:
+        called.append(what)
+        raise ForbiddenCall(_message(what, reason))
+
+    def hook(frame, event, arg):
+        if previous is not None:
+            previous(frame, event, arg)
+        if event == "call":
+            code = id(frame.f_code)
+            if code in codes:
+                refuse(codes[code])
+            if code in switch_codes and frame.f_back is not None and frame.f_back.f_code not in own:
+                refuse(f"{switch_codes[code]} (the guard may not be switched off)")
+        elif event == "c_call":
+            key = _builtin_key(arg)
+            if key is None:
+                return
+            if key in builtins:
+                refuse(builtins[key])
+            if key in switch_keys and frame.f_code not in own:
+                refuse(f"{switch_keys[key]} (the guard may not be switched off)")
+
+    return hook
+
+
+class _Mode(TorchFunctionMode):
+    """Refuses forbidden torch operators however they are called (from C code, ``torch.ops``)."""
+
+    def __init__(self, targets: _Targets, called: list[str], reason: str | None) -> None:
+        super().__init__()
+        self.targets, self.called, self.reason = targets, called, reason
+
+    def __torch_function__(self, func, types_, args=(), kwargs=None):
+        targets = self.targets
+        key = _builtin_key(func)
+        what = targets.builtins.get(key) if key is not None else None
+        if what is None:
+            code = getattr(inspect.unwrap(func), "__code__", None) if callable(func) else None
+            what = targets.codes.get(id(code)) if code is not None else None
+        if what is None:
+            packet = getattr(func, "_overloadpacket", func)
+            what = targets.ops.get(getattr(packet, "_qualified_op_name", None))
+        if what is not None:
+            self.called.append(what)
+            raise ForbiddenCall(_message(what, self.reason))
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
+    """Fail the enclosed block if any of ``targets`` runs, however it is reached.
+
+    ``targets`` are functions, methods, classes (every method defined in the class body) or
+    built-in functions (torch operators included). ``reason`` replaces the default message.
+    Raises ``ValueError`` for a target it cannot watch, and :class:`ForbiddenCall` (an
+    ``AssertionError``) when a target ran or the guard was switched off inside the block.
+    """
+    if not targets:
+        raise ValueError("forbid: give at least one function, method, class or built-in to forbid")
+    mine = _Targets()
+    for target in targets:
+        mine.add(target)
+    outer = _STATE.stack[-1][0] if _STATE.stack else None
+    merged = mine.merged(outer)
+    if not _STATE.stack:
+        _STATE.called = []
+    called = _STATE.called
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
+    hook = _make_hook(merged, previous if not _STATE.stack else None, called, reason, _OWN_CODES)
+    mode = _Mode(merged, called, reason) if merged.builtins else None
+    _STATE.stack.append((merged, hook))
+    depth = torch._C._len_torch_function_stack()
+    if mode is not None:
+        mode.__enter__()
+    threading.setprofile(hook)
+    sys.setprofile(hook)
+    problem = None
+    try:
+        yield
+    finally:
+        installed = sys.getprofile()
+        sys.setprofile(previous if len(_STATE.stack) == 1 else _STATE.stack[-2][1])
+        threading.setprofile(previous_threads)
+        if mode is not None:
+            top = torch._C._len_torch_function_stack()
+            if top == depth + 1 and torch._C._get_function_stack_at(top - 1) is mode:
+                mode.__exit__(None, None, None)
+            else:
+                problem = "the torch function mode stack was changed"
+        _STATE.stack.pop()
+        if installed is not hook and not called:
+            problem = "the profile hook was removed or replaced"
+        if called:
+            raise ForbiddenCall(_message(called[0], reason)) from None
+        if problem:
+            raise ForbiddenCall(f"the guard was switched off while your code ran ({problem})")
+
+
+_OWN_CODES = frozenset(_codes_of(forbid) + [forbid.__wrapped__.__code__]
+                       + [c for c in forbid.__wrapped__.__code__.co_consts if isinstance(c, types.CodeType)])

@@ -1,0 +1,164 @@
+"""The call guard (course_utils.guard.forbid): a forbidden function fails however it is reached."""
+
+import functools
+import sys
+import threading
+
+import pytest
+import sacrebleu
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import course_utils.attention as attention
+from course_utils.checks import forbid as checks_forbid
+from course_utils.guard import ForbiddenCall, forbid
+
+# The thread shortcut fails inside its thread, which pytest reports as a warning besides the failure.
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+
+_masked_softmax = attention.masked_softmax  # a reference taken before any test starts
+_cross_entropy = F.cross_entropy
+
+
+def _wrapped(scores, mask=None):
+    return _masked_softmax(scores, mask)
+
+
+def _honest(scores, mask=None):
+    return torch.softmax(scores, dim=-1)
+
+
+class _SubRNN(nn.RNN):
+    pass
+
+
+class _SubMHA(attention.MultiHeadAttention):
+    def forward(self, *args, **kwargs):
+        return super().forward(*args, **kwargs)
+
+
+S = torch.randn(2, 3)
+Q = torch.randn(1, 2, 3, 4)
+X, HC = torch.randn(1, 2), (torch.randn(1, 3), torch.randn(1, 3))
+W_IH, W_HH = torch.randn(12, 2), torch.randn(12, 3)
+
+
+def _params_with_grads():
+    p = nn.Parameter(torch.randn(3))
+    p.grad = torch.randn(3)
+    return [p]
+
+
+def _thread_call():
+    worker = threading.Thread(target=lambda: _wrapped(S))
+    worker.start()
+    worker.join()
+
+
+def _caught():
+    try:
+        _wrapped(S)
+    except AssertionError:
+        pass
+    return _honest(S)
+
+
+SHORTCUTS = {
+    "alias taken earlier": (lambda: _wrapped(S), [attention.masked_softmax], "masked_softmax"),
+    "exception caught by the student": (_caught, [attention.masked_softmax], "masked_softmax"),
+    "built-in from C (functools.partial)": (
+        lambda: functools.partial(F.scaled_dot_product_attention, Q, Q)(Q), [F.scaled_dot_product_attention],
+        "scaled_dot_product_attention"),
+    "built-in by another path (torch._C._nn)": (
+        lambda: torch._C._nn.scaled_dot_product_attention(Q, Q, Q), [F.scaled_dot_product_attention],
+        "scaled_dot_product_attention"),
+    "operator through torch.ops.aten": (
+        lambda: torch.ops.aten.scaled_dot_product_attention(Q, Q, Q), [F.scaled_dot_product_attention],
+        "scaled_dot_product_attention"),
+    "torch._VF.lstm_cell": (lambda: torch._VF.lstm_cell(X, HC, W_IH, W_HH), [torch.lstm_cell], "lstm_cell"),
+    "lstm_cell through map": (lambda: list(map(torch._VF.lstm_cell, [X], [HC], [W_IH], [W_HH])),
+                              [torch.lstm_cell], "lstm_cell"),
+    "class by its module path": (lambda: torch.nn.modules.rnn.RNN(2, 3), [nn.RNN], "RNN"),
+    "subclass of a forbidden class": (lambda: _SubRNN(2, 3), [nn.RNN], "RNN"),
+    "subclass calling super().forward": (
+        lambda: _SubMHA(8, 2).forward(torch.randn(1, 3, 8)), [attention.MultiHeadAttention], "MultiHeadAttention"),
+    "bound method": (lambda: nn.LSTMCell(2, 3).forward(X), [nn.LSTMCell.forward], "LSTMCell.forward"),
+    "sacrebleu.metrics.bleu.BLEU": (lambda: sacrebleu.metrics.bleu.BLEU().corpus_score(["a b"], [["a b"]]),
+                                    [sacrebleu.BLEU], "BLEU"),
+    "sacrebleu.corpus_bleu uses BLEU": (lambda: sacrebleu.corpus_bleu(["a b"], [["a b"]]), [sacrebleu.BLEU], "BLEU"),
+    "decorated function by another path": (
+        lambda: torch.nn.utils.clip_grad_norm_(_params_with_grads(), 1.0), [torch.nn.utils.get_total_norm],
+        "get_total_norm"),
+    "F.cross_entropy taken earlier": (lambda: _cross_entropy(torch.randn(2, 3), torch.tensor([0, 1])),
+                                      [F.cross_entropy], "cross_entropy"),
+    "guard switched off with sys.setprofile": (lambda: (sys.setprofile(None), _wrapped(S)),
+                                               [attention.masked_softmax], "setprofile"),
+    "guard switched off from C": (lambda: (functools.partial(sys.setprofile, None)(), _wrapped(S)),
+                                  [attention.masked_softmax], "switched off"),
+    "forbidden call in a thread": (_thread_call, [attention.masked_softmax], "masked_softmax"),
+}
+
+
+@pytest.mark.parametrize("name", list(SHORTCUTS))
+def test_shortcut_fails_naming_what_ran(name):
+    call, targets, named = SHORTCUTS[name]
+    with pytest.raises(ForbiddenCall, match=named):
+        with forbid(*targets):
+            call()
+    assert sys.getprofile() is None and threading.getprofile() is None
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_honest_code_passes_and_leaves_no_hook():
+    with forbid(attention.masked_softmax, F.scaled_dot_product_attention, nn.RNN):
+        out = _honest(S)
+        nn.LSTM(2, 3)(torch.randn(1, 4, 2))
+    assert torch.equal(out, torch.softmax(S, dim=-1))
+    assert sys.getprofile() is None and torch._C._len_torch_function_stack() == 0
+
+
+def test_nested_blocks_merge_and_unwind():
+    with pytest.raises(ForbiddenCall, match="masked_softmax"):
+        with forbid(attention.masked_softmax):
+            with forbid(F.softmax):
+                _wrapped(S)
+    with forbid(attention.masked_softmax):
+        with forbid(F.softmax):
+            _honest(S)
+    # A forbidden call caught inside an inner block still fails the outer one.
+    with pytest.raises(ForbiddenCall, match="masked_softmax"):
+        with forbid(attention.masked_softmax):
+            try:
+                with forbid(F.gelu):
+                    _wrapped(S)
+            except ForbiddenCall:
+                pass
+
+
+def test_a_previous_profile_function_is_kept():
+    seen = []
+    sys.setprofile(lambda frame, event, arg: seen.append(event))
+    try:
+        with forbid(attention.masked_softmax):
+            _honest(S)
+        assert sys.getprofile() is not None and seen
+    finally:
+        sys.setprofile(None)
+
+
+def test_checks_reexports_the_guard():
+    assert checks_forbid is forbid
+
+
+@pytest.mark.parametrize("bad", [None, 3, "softmax"])
+def test_unwatchable_target_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="forbid"):
+        with forbid(bad):
+            pass
+
+
+def test_no_targets_is_a_clear_error():
+    with pytest.raises(ValueError, match="at least one"):
+        with forbid():
+            pass
