@@ -211,15 +211,18 @@ def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
     mine = _Targets()
     for target in targets:
         mine.add(target)
-    outer = _STATE.stack[-1][0] if _STATE.stack else None
+    state = _STATE
+    if state.stack and sys.getprofile() is not state.stack[-1][1]:
+        state.stack.clear()  # not inside a live block: entries left by an interrupted block, or planted
+    outer = state.stack[-1][0] if state.stack else None
     merged = mine.merged(outer)
-    if not _STATE.stack:
-        _STATE.called = []
-    called = _STATE.called
+    if not state.stack:
+        state.called = []
+    called = state.called
     previous, previous_threads = sys.getprofile(), threading.getprofile()
-    hook = _make_hook(merged, previous if not _STATE.stack else None, called, reason, _OWN_CODES)
+    hook = _make_hook(merged, previous if not state.stack else None, called, reason, _OWN_CODES)
     mode = _Mode(merged, called, reason) if merged.builtins else None
-    _STATE.stack.append((merged, hook))
+    state.stack.append((merged, hook))
     depth = torch._C._len_torch_function_stack()
     if mode is not None:
         mode.__enter__()
@@ -230,7 +233,7 @@ def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
         yield
     finally:
         installed = sys.getprofile()
-        sys.setprofile(previous if len(_STATE.stack) == 1 else _STATE.stack[-2][1])
+        sys.setprofile(previous if len(state.stack) < 2 else state.stack[-2][1])
         threading.setprofile(previous_threads)
         if mode is not None:
             top = torch._C._len_torch_function_stack()
@@ -238,7 +241,8 @@ def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
                 mode.__exit__(None, None, None)
             else:
                 problem = "the torch function mode stack was changed"
-        _STATE.stack.pop()
+        if state.stack:
+            state.stack.pop()
         if installed is not hook and not called:
             problem = "the profile hook was removed or replaced"
         if called:

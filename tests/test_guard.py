@@ -162,3 +162,14 @@ def test_no_targets_is_a_clear_error():
     with pytest.raises(ValueError, match="at least one"):
         with forbid():
             pass
+
+
+def test_state_planted_between_blocks_is_discarded():
+    from course_utils import guard
+
+    guard._STATE.stack.append((guard._Targets(), lambda frame, event, arg: None))
+    guard._STATE.called = []
+    with pytest.raises(ForbiddenCall, match="masked_softmax"):
+        with forbid(attention.masked_softmax):
+            _wrapped(S)
+    assert guard._STATE.stack == [] and sys.getprofile() is None
