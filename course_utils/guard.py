@@ -70,9 +70,14 @@ def _codes_of(func: Any) -> list[types.CodeType]:
 
 
 def _builtin_key(func: Any) -> tuple[int, str] | None:
-    """Identity of a C function: the object it is bound to and its name (stable across lookups)."""
+    """Identity of a C function: the object it is bound to and its name (stable across lookups).
+
+    An unbound C method (``torch.Tensor.unfold``) is keyed by itself, as torch function modes see it.
+    """
     if isinstance(func, types.BuiltinFunctionType):
         return id(func.__self__), func.__name__
+    if isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return id(func), func.__name__
     return None
 
 
@@ -83,6 +88,7 @@ class _Targets:
         self.codes: dict[int, str] = {}  # id(code object) -> label (identity: equal code elsewhere is not it)
         self.builtins: dict[tuple[int, str], str] = {}
         self.ops: dict[str, str] = {}  # "aten::name" -> label
+        self.methods: dict[str, list[tuple[type, str]]] = {}  # C method name -> [(class, label)]
         self.keep: list[Any] = []  # holds the objects whose ids are keys
 
     def add(self, target: Any, label: str | None = None) -> None:
@@ -94,6 +100,12 @@ class _Targets:
                     self.codes.setdefault(id(code), f"{label}.{name}" if name != "__init__" else label)
             if not any(label in v for v in self.codes.values()):
                 raise ValueError(f"forbid: class {label} defines no Python methods to watch")
+            return
+        if isinstance(target, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            self.methods.setdefault(target.__name__, []).append((target.__objclass__, label))
+            self.builtins[(id(target), target.__name__)] = label  # as the torch mode sees it: torch.Tensor.unfold
+            self.keep.append(target)
+            self.ops[f"aten::{target.__name__}"] = label
             return
         key = _builtin_key(target)
         if key is not None:
@@ -117,6 +129,8 @@ class _Targets:
             merged.codes.update(part.codes)
             merged.builtins.update(part.builtins)
             merged.ops.update(part.ops)
+            for name, owners in part.methods.items():
+                merged.methods.setdefault(name, []).extend(owners)
             merged.keep += part.keep
         return merged
 
@@ -147,7 +161,8 @@ def _message(what: str, reason: str | None) -> str:
 
 
 def _make_hook(targets: _Targets, previous: Any, called: list[str], reason: str | None, own: frozenset):
-    codes, builtins, switch_keys, switch_codes = targets.codes, targets.builtins, _SWITCH_KEYS, _SWITCH_CODES
+    codes, builtins, methods = targets.codes, targets.builtins, targets.methods
+    switch_keys, switch_codes = _SWITCH_KEYS, _SWITCH_CODES
 
     def refuse(what: str) -> None:
         called.append(what)
@@ -168,6 +183,9 @@ def _make_hook(targets: _Targets, previous: Any, called: list[str], reason: str 
                 return
             if key in builtins:
                 refuse(builtins[key])
+            for owner, label in methods.get(key[1], ()):  # a C method bound to an instance: tensor.unfold
+                if isinstance(arg.__self__, owner):
+                    refuse(label)
             if key in switch_keys and frame.f_code not in own:
                 refuse(f"{switch_keys[key]} (the guard may not be switched off)")
 
@@ -201,8 +219,8 @@ class _Mode(TorchFunctionMode):
 def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
     """Fail the enclosed block if any of ``targets`` runs, however it is reached.
 
-    ``targets`` are functions, methods, classes (every method defined in the class body) or
-    built-in functions (torch operators included). ``reason`` replaces the default message.
+    ``targets`` are functions, methods, classes (every method defined in the class body),
+    built-in functions (torch operators included) or C methods such as ``torch.Tensor.unfold``. ``reason`` replaces the default message.
     Raises ``ValueError`` for a target it cannot watch, and :class:`ForbiddenCall` (an
     ``AssertionError``) when a target ran or the guard was switched off inside the block.
     """

@@ -173,3 +173,15 @@ def test_state_planted_between_blocks_is_discarded():
         with forbid(attention.masked_softmax):
             _wrapped(S)
     assert guard._STATE.stack == [] and sys.getprofile() is None
+
+
+@pytest.mark.parametrize("call", [lambda x: x.unfold(0, 2, 2), lambda x: torch.Tensor.unfold(x, 0, 2, 2),
+                                  lambda x: functools.partial(torch.Tensor.unfold, x)(0, 2, 2)],
+                         ids=["bound", "unbound", "partial"])
+def test_tensor_method_is_caught_however_called(call):
+    x = torch.arange(6.0)
+    with pytest.raises(ForbiddenCall, match="unfold"):
+        with forbid(torch.Tensor.unfold):
+            call(x)
+    with forbid(torch.Tensor.unfold):
+        x.reshape(3, 2)
