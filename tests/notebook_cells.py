@@ -35,15 +35,21 @@ class Mistake:
 
     Each patch is ``(old, new)``; ``old`` must occur exactly once in the solution cell, so a
     bank entry cannot silently stop applying when the solution is edited. ``test`` is the
-    grade id of the test cell that must lose its points.
+    grade id of the test cell that must lose its points. A shortcut replaces the whole cell
+    instead: ``source`` is the answer cell a student looking for a shortcut would submit.
     """
 
     name: str
     answer: str
     test: str
     patches: tuple[tuple[str, str], ...] = field(default=())
+    source: str | None = None
 
     def apply(self, source: str) -> str:
+        if self.source is not None:
+            if self.patches:
+                raise ValueError(f"mistake {self.name!r} has both patches and a whole-cell source")
+            return self.source
         if not self.patches:
             raise ValueError(f"mistake {self.name!r} has no patches")
         for old, new in self.patches:
@@ -134,13 +140,18 @@ def assert_loses_points(unit: str, mistake: Mistake) -> AssertionError | Excepti
     raise AssertionError(f"mistake {mistake.name!r} passes test cell {mistake.test!r}: the tests miss it")
 
 
+SHORTCUT = "shortcut"  # the name prefix of bank entries that reach a forbidden function instead of building it
+
+
 def check_bank(unit: str, bank: list[Mistake], minimum: int = 5) -> None:
-    """Every autograded answer cell of ``unit`` has at least ``minimum`` distinct mistakes."""
+    """Every autograded answer cell of ``unit`` has at least ``minimum`` distinct mistakes and a shortcut."""
     names = [m.name for m in bank]
     assert len(names) == len(set(names)), "mistake names must be unique"
     for answer in answer_ids(unit):
-        count = sum(m.answer == answer for m in bank)
+        count = sum(m.answer == answer and not m.name.startswith(SHORTCUT) for m in bank)
         assert count >= minimum, f"{unit}: answer cell {answer!r} has {count} mistakes, need {minimum}"
+        assert any(m.answer == answer and m.name.startswith(SHORTCUT) for m in bank), \
+            f"{unit}: answer cell {answer!r} has no shortcut entry (a forbidden function reached another way)"
 
 
 def bank_tests(unit: str, bank: list[Mistake]):
@@ -149,7 +160,8 @@ def bank_tests(unit: str, bank: list[Mistake]):
         test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
 
     The solution passes each test cell (so a failure below is the mistake's, not the harness's),
-    every answer cell has at least five mistakes, and each mistake loses its test cell's points.
+    every answer cell has at least five mistakes and a shortcut, and each mistake loses its test cell's
+    points (a shortcut by the call guard's ``ForbiddenCall``, proving it is the guard that catches it).
     """
     import pytest
 
@@ -162,6 +174,9 @@ def bank_tests(unit: str, bank: list[Mistake]):
 
     @pytest.mark.parametrize("mistake", bank, ids=lambda m: m.name)
     def test_mistake_loses_points(mistake):
-        assert_loses_points(unit, mistake)
+        error = assert_loses_points(unit, mistake)
+        if mistake.name.startswith(SHORTCUT):  # caught by the call guard, not by a wrong value
+            assert type(error).__name__ == "ForbiddenCall", \
+                f"shortcut {mistake.name!r} lost its points for another reason than the guard: {error!r}"
 
     return test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points

@@ -105,4 +105,197 @@ BANK = [
             patches=(("smooth = -log_probs.mean(dim=-1)", "smooth = -log_probs.exp().mean(dim=-1)"),)),
 ]
 
-test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
+# ---------------------------------------------------------------- shortcuts: the library's answer or a built-in
+# Whole answer cells a student looking for a shortcut might submit. Each is correct (it passes its test cell
+# with the call guard switched off); with the guard on, each must fail with ForbiddenCall.
+
+SCHEDULE_ALIAS = """\
+import course_utils.taming as T
+
+_f = T.warmup_cosine
+
+
+def warmup_cosine_lr(step, warmup_steps, total_steps, min_ratio=0.0):
+    \"\"\"step: int >= 0, warmup_steps: int W >= 0, total_steps: int S > W, min_ratio: float in [0, 1]
+    -> float, the learning-rate multiplier at optimizer step `step`.\"\"\"
+    return _f(step, warmup_steps, total_steps, min_ratio)
+"""
+
+SCHEDULE_COSINE_LR = """\
+import torch
+from torch.optim.lr_scheduler import CosineAnnealingLR as _Cosine   # a reference taken before the test
+
+
+def warmup_cosine_lr(step, warmup_steps, total_steps, min_ratio=0.0):
+    \"\"\"step: int >= 0, warmup_steps: int W >= 0, total_steps: int S > W, min_ratio: float in [0, 1]
+    -> float, the learning-rate multiplier at optimizer step `step`.\"\"\"
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    cosine = _Cosine(optimizer, T_max=total_steps - warmup_steps, eta_min=min_ratio)
+    cosine.last_epoch = min(step - warmup_steps, total_steps - warmup_steps)
+    return float(cosine._get_closed_form_lr()[0])
+"""
+
+RMS_ALIAS = """\
+import course_utils.taming as T
+
+_norm_forward = T.RMSNorm.forward
+
+
+class RMSNorm(nn.Module):
+    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
+
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        return _norm_forward(self, x)
+"""
+
+RMS_SUBCLASS = """\
+from course_utils.taming import RMSNorm as _LibraryRMSNorm
+
+
+class RMSNorm(_LibraryRMSNorm):
+    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
+"""
+
+RMS_TORCH_SUBCLASS = """\
+class RMSNorm(nn.RMSNorm):
+    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
+
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__(d_model, eps=eps)
+"""
+
+
+def _rms_forward(body):
+    return f"""\
+class RMSNorm(nn.Module):
+    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
+
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        return {body}
+"""
+
+
+RMS_MODULE_PATH = """\
+import torch.nn.modules.normalization as _normalization
+
+
+class RMSNorm(nn.Module):
+    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
+
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.inner = _normalization.RMSNorm(d_model, eps=eps)
+        self.weight = self.inner.weight   # the same Parameter: still one parameter tensor
+
+    def forward(self, x):
+        return self.inner(x)
+"""
+
+SWIGLU_ALIAS = """\
+import course_utils.taming as T
+
+_glu_forward = T.GLUFeedForward.forward
+
+
+class SwiGLUFeedForward(nn.Module):
+    \"\"\"x (..., D) -> (..., D): w_down(silu(w_gate(x)) * w_up(x)); w_gate, w_up: D -> F, w_down: F -> D, no biases.\"\"\"
+
+    def __init__(self, d_model, d_hidden):
+        super().__init__()
+        self.w_gate = nn.Linear(d_model, d_hidden, bias=False)
+        self.w_up = nn.Linear(d_model, d_hidden, bias=False)
+        self.w_down = nn.Linear(d_hidden, d_model, bias=False)
+        self.activation = "swiglu"
+
+    gate = property(lambda self: self.w_gate)
+    up = property(lambda self: self.w_up)
+    down = property(lambda self: self.w_down)
+
+    def forward(self, x):
+        return _glu_forward(self, x)
+"""
+
+SWIGLU_SUBCLASS = """\
+import course_utils.taming as T
+
+
+class SwiGLUFeedForward(T.GLUFeedForward):
+    \"\"\"x (..., D) -> (..., D): w_down(silu(w_gate(x)) * w_up(x)); w_gate, w_up: D -> F, w_down: F -> D, no biases.\"\"\"
+
+    def __init__(self, d_model, d_hidden):
+        super().__init__(d_model, d_hidden, activation="swiglu", bias=False)
+        self.w_gate, self.w_up, self.w_down = self.gate, self.up, self.down   # the same layers under the asked names
+"""
+
+ROPE_ALIAS = """\
+from course_utils.gpt import apply_rope as _rotate_half   # a reference taken before the test
+
+
+def apply_rope(x, base=10000.0):
+    \"\"\"x (..., T, d) float, d even -> (..., T, d) same dtype: pair (2i, 2i+1) at position m rotated by m * base^(-2i/d).\"\"\"
+    seq_len, d = x.shape[-2], x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(seq_len, dtype=torch.float64)[:, None] * theta
+    angle = torch.cat([angle, angle], dim=-1)                  # the library pairs feature i with i + d/2
+    halves = torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)  # adjacent pairs -> halves
+    out = _rotate_half(halves, angle.cos(), angle.sin())
+    return torch.stack([out[..., : d // 2], out[..., d // 2:]], dim=-1).reshape(x.shape)
+"""
+
+
+def _smoothing(body, header=""):
+    return f"""\
+{header}def label_smoothed_cross_entropy(logits, targets, smoothing):
+    \"\"\"logits (N, V) float, targets (N,) long, smoothing float in [0, 1] -> 0-dim tensor, the mean over the N rows.\"\"\"
+    return {body}
+"""
+
+
+SHORTCUTS = [
+    Mistake("shortcut (alias): course_utils.taming.warmup_cosine under another name", **SCHEDULE,
+            source=SCHEDULE_ALIAS),
+    Mistake("shortcut (path): CosineAnnealingLR taken before the test, warm-up by hand", **SCHEDULE,
+            source=SCHEDULE_COSINE_LR),
+    Mistake("shortcut (alias): course_utils.taming.RMSNorm.forward under another name", **RMS, source=RMS_ALIAS),
+    Mistake("shortcut (subclass): of course_utils.taming.RMSNorm", **RMS, source=RMS_SUBCLASS),
+    Mistake("shortcut (subclass): of nn.RMSNorm", **RMS, source=RMS_TORCH_SUBCLASS),
+    Mistake("shortcut (path): torch.rms_norm, the operator behind F.rms_norm", **RMS,
+            source=_rms_forward("torch.rms_norm(x, (x.shape[-1],), self.weight, self.eps)")),
+    Mistake("shortcut (path): torch.ops.aten.rms_norm", **RMS,
+            source=_rms_forward("torch.ops.aten.rms_norm(x, [x.shape[-1]], self.weight, self.eps)")),
+    Mistake("shortcut (path): torch._fused_rms_norm", **RMS,
+            source=_rms_forward("torch._fused_rms_norm(x, [x.shape[-1]], self.weight, self.eps)[0]")),
+    Mistake("shortcut (path): torch.nn.modules.normalization.RMSNorm inside", **RMS, source=RMS_MODULE_PATH),
+    Mistake("shortcut (alias): course_utils.taming.GLUFeedForward.forward under another name", **SWIGLU,
+            source=SWIGLU_ALIAS),
+    Mistake("shortcut (subclass): of course_utils.taming.GLUFeedForward", **SWIGLU, source=SWIGLU_SUBCLASS),
+    Mistake("shortcut (alias): course_utils.gpt.apply_rope on de-interleaved features (no built-in does RoPE)",
+            **ROPE, source=ROPE_ALIAS),
+    Mistake("shortcut (alias): course_utils.taming.label_smoothed_cross_entropy under another name", **SMOOTH,
+            source=_smoothing("_f(logits, targets, smoothing)",
+                              "import course_utils.taming as T\n\n_f = T.label_smoothed_cross_entropy\n\n\n")),
+    Mistake("shortcut (path): torch._C._nn.cross_entropy_loss, the operator behind F.cross_entropy", **SMOOTH,
+            source=_smoothing("torch._C._nn.cross_entropy_loss(logits, targets, None, 1, -100, smoothing)")),
+    Mistake("shortcut (path): torch.ops.aten.cross_entropy_loss", **SMOOTH,
+            source=_smoothing("torch.ops.aten.cross_entropy_loss(logits, targets, None, 1, -100, smoothing)")),
+    Mistake("shortcut (path): F.cross_entropy in a functools.partial taken before the test", **SMOOTH,
+            source=_smoothing("_cross_entropy(logits, targets, label_smoothing=smoothing)",
+                              "import functools\n\n"
+                              "_cross_entropy = functools.partial(F.cross_entropy, reduction='mean')\n\n\n")),
+    Mistake("shortcut (path): torch.nn.modules.loss.CrossEntropyLoss", **SMOOTH,
+            source=_smoothing("torch.nn.modules.loss.CrossEntropyLoss(label_smoothing=smoothing)(logits, targets)")),
+]
+
+test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK + SHORTCUTS)
