@@ -1,4 +1,8 @@
-"""Mistake bank of unit 01: plausible wrong answers, each of which must lose its cell's points."""
+"""Mistake bank of unit 01: plausible wrong answers, each of which must lose its cell's points.
+
+The ``shortcut`` entries are whole answer cells that reach a switched-off function another way (an alias,
+another module path, a subclass, a reference taken before the test): correct code that only the call
+guard stops, with ``ForbiddenCall``."""
 
 from notebook_cells import Mistake, bank_tests
 
@@ -24,6 +28,28 @@ BANK = [
             patches=(("key=lambda kv: -kv[1]", "key=lambda kv: kv[1]"),)),
     Mistake("vocab: max_size off by one", answer="vocab_answer", test="vocab_test",
             patches=(("itos = itos[:max_size]", "itos = itos[: max_size - 1]"),)),
+    Mistake("shortcut (alias): the library's Vocab.build taken under another name", answer="vocab_answer",
+            test="vocab_test", source='''import course_utils.text as _lib
+
+_build = _lib.Vocab.build
+
+
+def build_vocab(token_lists, min_freq=1, max_size=None):
+    """token_lists: list of lists of str -> dict {token: id}, specials at ids 0..3."""
+    return dict(_build(token_lists, min_freq=min_freq, max_size=max_size).stoi)
+'''),
+    Mistake("shortcut (subclass): a subclass of the library's Vocab builds it", answer="vocab_answer",
+            test="vocab_test", source='''from course_utils.text import Vocab
+
+
+class _Vocabulary(Vocab):
+    pass
+
+
+def build_vocab(token_lists, min_freq=1, max_size=None):
+    """token_lists: list of lists of str -> dict {token: id}, specials at ids 0..3."""
+    return dict(_Vocabulary.build(token_lists, min_freq=min_freq, max_size=max_size).stoi)
+'''),
     # ---------------------------------------------------------------- Part B: Numericalizer
     Mistake("codec: unknown raises KeyError", answer="codec_answer", test="codec_test",
             patches=(("self.stoi.get(tok, UNK_ID)", "self.stoi[tok]"),)),
@@ -43,6 +69,48 @@ BANK = [
     Mistake("codec: encode returns a tensor", answer="codec_answer", test="codec_test",
             patches=(("return [BOS_ID] * add_bos + ids + [EOS_ID] * add_eos",
                       "return torch.tensor([BOS_ID] * add_bos + ids + [EOS_ID] * add_eos)"),)),
+    Mistake("shortcut (alias): the library's Vocab under another name encodes and decodes", answer="codec_answer",
+            test="codec_test", source='''import course_utils.text as _lib
+
+_Impl = _lib.Vocab
+
+
+class Numericalizer:
+    """Tokens <-> ids for a vocabulary stoi (dict token -> id, specials at 0..3)."""
+
+    def __init__(self, stoi):
+        self._vocab = _Impl(sorted(stoi, key=stoi.get))
+
+    def encode(self, tokens, add_bos=False, add_eos=False):
+        return self._vocab.encode(list(tokens), add_bos=add_bos, add_eos=add_eos)
+
+    def decode(self, ids):
+        return self._vocab.decode(ids)
+'''),
+    Mistake("shortcut (subclass): Numericalizer subclasses the library's Vocab", answer="codec_answer",
+            test="codec_test", source='''from course_utils.text import Vocab
+
+
+class Numericalizer(Vocab):
+    """Tokens <-> ids for a vocabulary stoi (dict token -> id, specials at 0..3)."""
+
+    def __init__(self, stoi):
+        super().__init__(sorted(stoi, key=stoi.get))
+'''),
+    Mistake("shortcut (methods borrowed): Vocab.encode and Vocab.decode as Numericalizer's own", answer="codec_answer",
+            test="codec_test", source='''import course_utils.text as _lib
+
+
+class Numericalizer:
+    """Tokens <-> ids for a vocabulary stoi (dict token -> id, specials at 0..3)."""
+
+    encode = _lib.Vocab.encode
+    decode = _lib.Vocab.decode
+
+    def __init__(self, stoi):
+        self.stoi = dict(stoi)
+        self.itos = sorted(self.stoi, key=self.stoi.get)
+'''),
     # ---------------------------------------------------------------- Part C: pad_batch
     Mistake("pad: mask off by one", answer="pad_answer", test="pad_test",
             patches=(("torch.arange(max_len)[None, :] < lengths", "torch.arange(max_len)[None, :] <= lengths"),)),
@@ -60,6 +128,49 @@ BANK = [
             patches=(("return ids, lengths, mask", "return ids.T, lengths, mask.T"),)),
     Mistake("pad: int32 ids", answer="pad_answer", test="pad_test",
             patches=(("pad_id, dtype=torch.long)", "pad_id, dtype=torch.int32)"),)),
+    Mistake("shortcut (alias): the library's pad_batch taken under another name", answer="pad_answer",
+            test="pad_test", source='''import course_utils.text as _lib
+
+_library_pad = _lib.pad_batch
+
+
+def pad_batch(sequences, pad_id=PAD_ID):
+    """list of B lists of int -> (ids (B, T) long, lengths (B,) long, mask (B, T) bool)."""
+    return _library_pad([list(seq) for seq in sequences], pad_id=pad_id)
+'''),
+    Mistake("shortcut (path): pad_sequence's C function torch._C._nn.pad_sequence", answer="pad_answer",
+            test="pad_test", source='''def pad_batch(sequences, pad_id=PAD_ID):
+    """list of B lists of int -> (ids (B, T) long, lengths (B,) long, mask (B, T) bool)."""
+    rows = [torch.tensor(seq, dtype=torch.long) for seq in sequences]
+    ids = torch._C._nn.pad_sequence(rows, True, float(pad_id), "right")  # (B, T)
+    lengths = torch.tensor([len(seq) for seq in sequences], dtype=torch.long)  # (B,)
+    mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]  # (B, T)
+    return ids, lengths, mask
+'''),
+    Mistake("shortcut (path): pad_sequence taken before the test with functools.partial", answer="pad_answer",
+            test="pad_test", source='''import functools
+
+import torch.nn.utils.rnn
+
+_pad_rows = functools.partial(torch.nn.utils.rnn.pad_sequence, batch_first=True)
+
+
+def pad_batch(sequences, pad_id=PAD_ID):
+    """list of B lists of int -> (ids (B, T) long, lengths (B,) long, mask (B, T) bool)."""
+    ids = _pad_rows([torch.tensor(seq, dtype=torch.long) for seq in sequences], padding_value=pad_id)  # (B, T)
+    lengths = torch.tensor([len(seq) for seq in sequences], dtype=torch.long)  # (B,)
+    mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]  # (B, T)
+    return ids, lengths, mask
+'''),
+    Mistake("shortcut (path): a nested tensor's to_padded_tensor", answer="pad_answer", test="pad_test",
+            source='''def pad_batch(sequences, pad_id=PAD_ID):
+    """list of B lists of int -> (ids (B, T) long, lengths (B,) long, mask (B, T) bool)."""
+    rows = torch.nested.nested_tensor([torch.tensor(seq, dtype=torch.long) for seq in sequences])
+    ids = rows.to_padded_tensor(pad_id)  # (B, T)
+    lengths = torch.tensor([len(seq) for seq in sequences], dtype=torch.long)  # (B,)
+    mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]  # (B, T)
+    return ids, lengths, mask
+'''),
     # ---------------------------------------------------------------- Part D: learn_bpe
     Mistake("bpe learn: counts not weighted", answer="bpe_learn_answer", test="bpe_learn_test",
             patches=(("pairs[a, b] += word_counts[w]", "pairs[a, b] += 1"),)),
@@ -78,6 +189,48 @@ BANK = [
                       "                    out.extend(symbols[i + 2 :])\n                    break\n"),)),
     Mistake("bpe learn: records merged strings", answer="bpe_learn_answer", test="bpe_learn_test",
             patches=(("merges.append(best)", "merges.append(best[0] + best[1])"),)),
+    Mistake("shortcut (alias): the library's learn_bpe taken under another name", answer="bpe_learn_answer",
+            test="bpe_learn_test", source='''import course_utils.text as _lib
+
+_learn = _lib.learn_bpe
+
+
+def learn_bpe(word_counts, num_merges):
+    """dict {word: count} -> list of at most num_merges merges (a, b), in learned order."""
+    return _learn(dict(word_counts), num_merges)
+'''),
+    Mistake("shortcut (path, no built-in): learn_bpe reached through BPETokenizer.train's globals",
+            answer="bpe_learn_answer", test="bpe_learn_test", source='''from course_utils.text import BPETokenizer
+
+_learn = BPETokenizer.train.__globals__["learn_bpe"]
+
+
+def learn_bpe(word_counts, num_merges):
+    """dict {word: count} -> list of at most num_merges merges (a, b), in learned order."""
+    return _learn(dict(word_counts), num_merges)
+'''),
+    Mistake("shortcut (core helper): the library's merge_pair does the merging", answer="bpe_learn_answer",
+            test="bpe_learn_test", source='''from course_utils import text as _lib
+
+_merge = _lib.merge_pair
+
+
+def learn_bpe(word_counts, num_merges):
+    """dict {word: count} -> list of at most num_merges merges (a, b), in learned order."""
+    words = {w: list(w) for w in word_counts}
+    merges = []
+    for _ in range(num_merges):
+        pairs = Counter()
+        for w, symbols in words.items():
+            for a, b in zip(symbols, symbols[1:]):
+                pairs[a, b] += word_counts[w]
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        merges.append(best)
+        words = {w: _merge(symbols, best) for w, symbols in words.items()}
+    return merges
+'''),
     # ---------------------------------------------------------------- Part E: bpe_encode
     Mistake("bpe encode: merges in reverse order", answer="bpe_encode_answer", test="bpe_encode_test",
             patches=(("for a, b in merges:", "for a, b in reversed(merges):"),)),
@@ -93,6 +246,36 @@ BANK = [
             patches=(("    return symbols\n", "    return ' '.join(symbols)\n"),)),
     Mistake("bpe encode: first occurrence only", answer="bpe_encode_answer", test="bpe_encode_test",
             patches=(("                i += 2\n", "                out.extend(symbols[i + 2 :])\n                break\n"),)),
+    Mistake("shortcut (alias): the library's apply_bpe taken under another name", answer="bpe_encode_answer",
+            test="bpe_encode_test", source='''import course_utils.text as _lib
+
+_segment = _lib.apply_bpe
+
+
+def bpe_encode(word, merges):
+    """str, list of (a, b) merges -> list of str symbols whose concatenation is word."""
+    return _segment(word, list(merges))
+'''),
+    Mistake("shortcut (core helper): the library's merge_pair applies each merge", answer="bpe_encode_answer",
+            test="bpe_encode_test", source='''from course_utils.text import merge_pair as _merge
+
+
+def bpe_encode(word, merges):
+    """str, list of (a, b) merges -> list of str symbols whose concatenation is word."""
+    symbols = list(word)
+    for pair in merges:
+        symbols = _merge(symbols, tuple(pair))
+    return symbols
+'''),
+    Mistake("shortcut (path, no built-in): the library's BPETokenizer segments the word", answer="bpe_encode_answer",
+            test="bpe_encode_test", source='''from course_utils.text import SPECIALS, BPETokenizer, Vocab
+
+
+def bpe_encode(word, merges):
+    """str, list of (a, b) merges -> list of str symbols whose concatenation is word."""
+    symbols = list(dict.fromkeys([*SPECIALS, *word, *(a + b for a, b in merges)]))
+    return BPETokenizer([tuple(m) for m in merges], Vocab(symbols)).tokenize(word)
+'''),
     # ---------------------------------------------------------------- Part F: char_ngrams
     Mistake("ngrams: no boundary markers", answer="ngrams_answer", test="ngrams_test",
             patches=(('wrapped = "<" + word + ">"', "wrapped = word"),)),
@@ -106,6 +289,28 @@ BANK = [
             patches=(("    return grams\n", "    return list(dict.fromkeys(grams))\n"),)),
     Mistake("ngrams: ordered by position first", answer="ngrams_answer", test="ngrams_test",
             patches=(("    return grams\n", "    return sorted(grams, key=lambda g: wrapped.index(g))\n"),)),
+    Mistake("shortcut (alias): the library's char_ngrams taken under another name", answer="ngrams_answer",
+            test="ngrams_test", source='''import course_utils.text as _lib
+
+_grams = _lib.char_ngrams
+
+
+def char_ngrams(word, n_min=3, n_max=None):
+    """str -> list of str: the n-grams of '<word>' for n = n_min..n_max, by n then position."""
+    return _grams(word, n_min, n_max)
+'''),
+    Mistake("shortcut (path, no built-in): char_ngrams taken before the test with functools.partial",
+            answer="ngrams_answer", test="ngrams_test", source='''import functools
+
+import course_utils.text
+
+_unwrapped_grams = functools.partial(course_utils.text.char_ngrams, boundary=False)
+
+
+def char_ngrams(word, n_min=3, n_max=None):
+    """str -> list of str: the n-grams of '<word>' for n = n_min..n_max, by n then position."""
+    return _unwrapped_grams("<" + word + ">", n_min, n_max)
+'''),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
