@@ -93,11 +93,42 @@ def check_close(
 def check_equal(actual: Any, expected: Any, name: str, hint: str | None = None) -> None:
     """Assert exact equality of plain Python values (lists, dicts, strings, ints).
 
-    The types must match exactly first, so an object that overrides ``__eq__`` cannot pass.
+    Types must match exactly first, at every level of a list, tuple, dict or set, so an object
+    that overrides ``__eq__`` cannot pass, not even inside a container.
     """
     check_type(actual, type(expected), name, hint)
+    where = _type_mismatch(actual, expected, name)
+    if where:
+        _fail(where[0], f"expected type {where[1]}, got {where[2]}", hint)
     if actual != expected:
         _fail(name, f"got {_short(actual)}, expected {_short(expected)}", hint)
+
+
+def _type_mismatch(actual: Any, expected: Any, path: str) -> tuple[str, str, str] | None:
+    """The first place (path, expected type, actual type) where ``actual`` differs in type, or None."""
+    if type(actual) is not type(expected):
+        return path, type(expected).__name__, type(actual).__name__
+    if isinstance(expected, (list, tuple)):
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            found = _type_mismatch(a, e, f"{path}[{i}]")
+            if found:
+                return found
+    elif isinstance(expected, dict):
+        by_key = expected
+        for key, value in actual.items():
+            if type(key) not in {type(k) for k in by_key}:
+                return f"{path} key {_short(key, 40)}", "|".join(sorted({type(k).__name__ for k in by_key})), \
+                    type(key).__name__
+            if key in by_key:
+                found = _type_mismatch(value, by_key[key], f"{path}[{_short(key, 40)}]")
+                if found:
+                    return found
+    elif isinstance(expected, (set, frozenset)):
+        allowed = {type(e) for e in expected}
+        for item in actual:
+            if expected and type(item) not in allowed:
+                return f"{path} element", "|".join(sorted(t.__name__ for t in allowed)), type(item).__name__
+    return None
 
 
 def check_sums_to_one(tensor: torch.Tensor, dim: int, name: str, atol: float = 1e-5, hint: str | None = None) -> None:

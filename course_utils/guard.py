@@ -91,8 +91,8 @@ class _Targets:
         self.methods: dict[str, list[tuple[type, str]]] = {}  # C method name -> [(class, label)]
         self.keep: list[Any] = []  # holds the objects whose ids are keys
 
-    def add(self, target: Any, label: str | None = None) -> None:
-        label = label or _label(target)
+    def add(self, target: Any) -> None:
+        label = _label(target)
         if isinstance(target, type):
             for name, member in vars(target).items():
                 for code in _codes_of(member):
@@ -100,6 +100,11 @@ class _Targets:
                     self.codes.setdefault(id(code), f"{label}.{name}" if name != "__init__" else label)
             if not any(label in v for v in self.codes.values()):
                 raise ValueError(f"forbid: class {label} defines no Python methods to watch")
+            return
+        name = getattr(target, "_qualified_op_name", None) or getattr(
+            getattr(target, "_overloadpacket", None), "_qualified_op_name", None)
+        if isinstance(name, str) and isinstance(target, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+            self.ops[name] = f"torch.ops.{name.replace('::', '.')}"
             return
         if isinstance(target, (types.MethodDescriptorType, types.WrapperDescriptorType)):
             self.methods.setdefault(target.__name__, []).append((target.__objclass__, label))
@@ -220,7 +225,8 @@ def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
     """Fail the enclosed block if any of ``targets`` runs, however it is reached.
 
     ``targets`` are functions, methods, classes (every method defined in the class body),
-    built-in functions (torch operators included) or C methods such as ``torch.Tensor.unfold``. ``reason`` replaces the default message.
+    built-in functions (torch operators included), C methods such as ``torch.Tensor.unfold``, or
+    operators of ``torch.ops`` (``torch.ops.aten.nll_loss_forward``: every overload). ``reason`` replaces the default message.
     Raises ``ValueError`` for a target it cannot watch, and :class:`ForbiddenCall` (an
     ``AssertionError``) when a target ran or the guard was switched off inside the block.
     """
@@ -239,7 +245,7 @@ def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
     called = state.called
     previous, previous_threads = sys.getprofile(), threading.getprofile()
     hook = _make_hook(merged, previous if not state.stack else None, called, reason, _OWN_CODES)
-    mode = _Mode(merged, called, reason) if merged.builtins else None
+    mode = _Mode(merged, called, reason) if merged.builtins or merged.ops else None
     state.stack.append((merged, hook))
     depth = torch._C._len_torch_function_stack()
     if mode is not None:

@@ -1,4 +1,4 @@
-"""Unit tests of course_utils' foundations: device, seeding, checks, training, plotting, grading."""
+"""Unit tests of course_utils' foundations: device, seeding, checks, training, plotting."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ matplotlib.use("Agg")
 from course_utils import checks, get_device, seed_everything  # noqa: E402
 from course_utils.device import describe, native_bf16  # noqa: E402
 from course_utils.progress import progress, summary_line  # noqa: E402
-from course_utils.grading import HideTestCode  # noqa: E402
 from course_utils.plotting import plot_heatmap, plot_history  # noqa: E402
 from course_utils.training import History, evaluate_loss, fit, to_device  # noqa: E402
 
@@ -158,6 +157,28 @@ def test_check_equal_rejects_type_tricks():
         checks.check_equal([2, 1], [1, 2], "ids")
 
 
+class _Yes(str):
+    """A string that equals anything: the trick one level down, inside a container."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize("actual, expected, where", [
+    ([_Yes("x"), "b"], ["a", "b"], r"ids\[0\]: expected type str, got _Yes"),
+    ((1, [2, _Yes("y")]), (1, [2, "z"]), r"ids\[1\]\[1\]: expected type str, got _Yes"),
+    ({"a": _Yes("q")}, {"a": "b"}, r"ids\['a'\]: expected type str, got _Yes"),
+    ({_Yes("k"): 1}, {"a": 1}, r"ids key 'k': expected type str, got _Yes"),
+    ({_Yes("s")}, {"t"}, r"ids element: expected type str, got _Yes"),
+])
+def test_check_equal_checks_types_inside_containers(actual, expected, where):
+    with pytest.raises(AssertionError, match=where):
+        checks.check_equal(actual, expected, "ids")
+    checks.check_equal(expected, expected, "ids")
+
+
 def test_check_sums_to_one_names_the_row():
     weights = torch.tensor([[0.5, 0.5], [0.73, 0.0]])
     with pytest.raises(AssertionError, match=r"entry \(1,\) sums to 0.73"):
@@ -224,22 +245,3 @@ def test_plot_heatmap_checks_dimensions():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
     with pytest.raises(ValueError, match="2-D"):
         plot_heatmap(torch.rand(2, 3, 4))
-
-
-# ----------------------------------------------------------------------------- grading
-
-def test_hide_test_code_keeps_message_drops_traceback():
-    test_cell = nbformat.v4.new_code_cell("assert secret_check()", metadata={"nbgrader": {"grade": True, "solution": False}})
-    test_cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="rows must sum to 1",
-                                                traceback=["---", "assert secret_check()"])]
-    answer_cell = nbformat.v4.new_code_cell("x", metadata={"nbgrader": {"grade": False, "solution": True}})
-    answer_cell.outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="x", traceback=["line x"])]
-    nb = nbformat.v4.new_notebook(cells=[test_cell, answer_cell])
-    nb, _ = HideTestCode()(nb, {})
-    assert nb.cells[0].outputs[0]["traceback"] == ["AssertionError: rows must sum to 1"]
-    # answer cells too keep one line: a traceback there can quote hidden tests the answer was called from
-    assert nb.cells[1].outputs[0]["traceback"] == ["NameError: x"]
-    printed = nbformat.v4.new_code_cell("y", metadata={"nbgrader": {"grade": True, "solution": False}})
-    printed.outputs = [nbformat.v4.new_output("stream", name="stdout", text="what the test passed me")]
-    nb, _ = HideTestCode()(nbformat.v4.new_notebook(cells=[printed]), {})
-    assert nb.cells[0].outputs == []  # output printed next to the tests is dropped

@@ -185,3 +185,12 @@ def test_tensor_method_is_caught_however_called(call):
             call(x)
     with forbid(torch.Tensor.unfold):
         x.reshape(3, 2)
+
+
+def test_torch_ops_operator_is_caught_by_any_overload():
+    logp, target = torch.randn(2, 3).log_softmax(-1), torch.tensor([0, 1])
+    with pytest.raises(ForbiddenCall, match=r"torch\.ops\.aten\.nll_loss_forward"):
+        with forbid(torch.ops.aten.nll_loss_forward):
+            torch.ops.aten.nll_loss_forward.default(logp, target, None, 1, -100)
+    with forbid(torch.ops.aten.nll_loss_forward):
+        torch.softmax(logp, dim=-1)
