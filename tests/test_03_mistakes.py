@@ -1,5 +1,7 @@
 """Mistake bank of unit 03: plausible wrong answers, each of which must lose its cell's points."""
 
+from textwrap import dedent
+
 from notebook_cells import Mistake, bank_tests
 
 UNIT = "03_rnn_bptt"
@@ -109,6 +111,287 @@ BANK = [
                       "if num_batches < 0:\n        raise ValueError"),)),
     Mistake("stream: drops the last full batch", answer="stream_answer", test="stream_test",
             patches=(("for k in range(num_batches):", "for k in range(num_batches - 1):"),)),
+]
+
+# ---------------------------------------------------------------- shortcuts: whole answer cells a student could submit
+# Each one is correct code that earns the points when the call guard is off (checked once by hand); with
+# the guard on it must fail with ForbiddenCall, however it reached the forbidden function.
+
+RNN_ALIAS = dedent('''\
+    import course_utils.rnn as R
+
+    _f = R.rnn_forward
+
+
+    def rnn_forward(x, h0, W_ih, W_hh, b_ih, b_hh):
+        """x (B, T, D), h0 (B, H) or None, W_ih (H, D), W_hh (H, H), b_ih (H,), b_hh (H,)
+        -> (outputs (B, T, H), h_T (B, H))."""
+        return _f(x, h0, W_ih, W_hh, b_ih, b_hh)
+    ''')
+
+RNN_VF = dedent('''\
+    def rnn_forward(x, h0, W_ih, W_hh, b_ih, b_hh):
+        """x (B, T, D), h0 (B, H) or None -> (outputs (B, T, H), h_T (B, H)), by nn.RNN's own operator."""
+        if h0 is None:
+            h0 = x.new_zeros(x.shape[0], W_hh.shape[0])  # (B, H)
+        # rnn_tanh(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+        outputs, h_n = torch._VF.rnn_tanh(x, h0[None], [W_ih, W_hh, b_ih, b_hh], True, 1, 0.0, False, False, True)
+        return outputs, h_n[0]  # (B, T, H), (B, H)
+    ''')
+
+RNN_MODULE_PATH = dedent('''\
+    from torch.nn.modules.rnn import RNN as _Recurrent
+
+
+    def rnn_forward(x, h0, W_ih, W_hh, b_ih, b_hh):
+        """x (B, T, D), h0 (B, H) or None -> (outputs (B, T, H), h_T (B, H)), by nn.RNN under another path."""
+        net = _Recurrent(W_ih.shape[1], W_hh.shape[0], batch_first=True).to(x.dtype)
+        with torch.no_grad():
+            for param, weight in zip(net.parameters(), (W_ih, W_hh, b_ih, b_hh)):
+                param.copy_(weight)
+        outputs, h_n = net(x, None if h0 is None else h0[None])
+        return outputs, h_n[0]  # (B, T, H), (B, H)
+    ''')
+
+RNN_CELL_PARTIAL = dedent('''\
+    import functools
+
+    _step = functools.partial(torch._VF.rnn_tanh_cell)  # nn.RNNCell's operator, taken before the test
+
+
+    def rnn_forward(x, h0, W_ih, W_hh, b_ih, b_hh):
+        """x (B, T, D), h0 (B, H) or None -> (outputs (B, T, H), h_T (B, H)), one cell operator per step."""
+        h = x.new_zeros(x.shape[0], W_hh.shape[0]) if h0 is None else h0  # (B, H)
+        outputs = []
+        for t in range(x.shape[1]):
+            h = _step(x[:, t], h, W_ih, W_hh, b_ih, b_hh)  # (B, H)
+            outputs.append(h)
+        return torch.stack(outputs, dim=1), h  # (B, T, H), (B, H)
+    ''')
+
+BPTT_ALIAS = dedent('''\
+    import course_utils.rnn as R
+
+    _bptt = R.bptt_grads
+
+
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """x (B, T, D), y (B, T, Q), W_hx (H, D), W_hh (H, H), W_qh (Q, H)
+        -> (dW_qh (Q, H), dW_hx (H, D), dW_hh (H, H), dh (B, T, H)) for the loss of Part B."""
+        return tuple(_bptt(x, y, W_hx, W_hh, W_qh))  # the course returns a named tuple
+    ''')
+
+BPTT_GRAD_EARLIER = dedent('''\
+    from torch.autograd import grad as _differentiate  # autograd under another name, taken before the test
+
+
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """x (B, T, D), y (B, T, Q) -> (dW_qh, dW_hx, dW_hh, dh (B, T, H)) by autograd."""
+        weights = [w.detach().clone().requires_grad_(True) for w in (W_qh, W_hx, W_hh)]
+        w_qh, w_hx, w_hh = weights
+        h = torch.zeros(x.shape[0], W_hh.shape[0], dtype=x.dtype)  # (B, H)
+        states = []
+        for t in range(x.shape[1]):
+            h = x[:, t] @ w_hx.T + h @ w_hh.T  # (B, H)
+            states.append(h)
+        o = torch.stack(states, dim=1) @ w_qh.T  # (B, T, Q)
+        loss = 0.5 * (o - y).pow(2).sum(-1).mean()
+        grads = _differentiate(loss, weights + states)
+        return grads[0], grads[1], grads[2], torch.stack(grads[3:], dim=1)
+    ''')
+
+BPTT_ENGINE = dedent('''\
+    from torch.autograd.variable import Variable
+
+    _engine = Variable._execution_engine  # the C++ autograd engine behind backward() and grad()
+
+
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """x (B, T, D), y (B, T, Q) -> (dW_qh, dW_hx, dW_hh, dh (B, T, H)) by the autograd engine itself."""
+        weights = [w.detach().clone().requires_grad_(True) for w in (W_qh, W_hx, W_hh)]
+        w_qh, w_hx, w_hh = weights
+        h = torch.zeros(x.shape[0], W_hh.shape[0], dtype=x.dtype)  # (B, H)
+        states = []
+        for t in range(x.shape[1]):
+            h = x[:, t] @ w_hx.T + h @ w_hh.T  # (B, H)
+            states.append(h)
+        o = torch.stack(states, dim=1) @ w_qh.T  # (B, T, Q)
+        loss = 0.5 * (o - y).pow(2).sum(-1).mean()
+        # run_backward(tensors, grad_tensors, keep_graph, create_graph, inputs, allow_unreachable, accumulate_grad)
+        grads = _engine.run_backward((loss,), (torch.ones_like(loss),), False, False, tuple(weights + states),
+                                     False, False)
+        return grads[0], grads[1], grads[2], torch.stack(grads[3:], dim=1)
+    ''')
+
+BPTT_FORWARD_MODE = dedent('''\
+    from torch.func import jacfwd
+
+
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """x (B, T, D), y (B, T, Q) -> (dW_qh, dW_hx, dW_hh, dh (B, T, H)) by forward-mode AD."""
+        batch_size, seq_len, _ = x.shape
+        hidden_size = W_hh.shape[0]
+
+        def loss(w_qh, w_hx, w_hh, bumps):  # bumps (B, T, H) are added to the states: dL/dbumps = dL/dh
+            h = torch.zeros(batch_size, hidden_size, dtype=x.dtype)  # (B, H)
+            states = []
+            for t in range(seq_len):
+                h = x[:, t] @ w_hx.T + h @ w_hh.T + bumps[:, t]  # (B, H)
+                states.append(h)
+            o = torch.stack(states, dim=1) @ w_qh.T  # (B, T, Q)
+            return 0.5 * (o - y).pow(2).sum(-1).mean()
+
+        bumps = torch.zeros(batch_size, seq_len, hidden_size, dtype=x.dtype)
+        return tuple(jacfwd(loss, argnums=(0, 1, 2, 3))(W_qh, W_hx, W_hh, bumps))
+    ''')
+
+RADIUS_ALIAS = dedent('''\
+    import course_utils.rnn as R
+
+    _radius = R.spectral_radius
+
+
+    def spectral_radius(W):
+        """W (H, H) float tensor -> max |eigenvalue| as a Python float."""
+        return _radius(W)
+
+
+    def predicted_growth(W, k):
+        """W (H, H), k int >= 0 -> rho(W) ** k as a Python float."""
+        return spectral_radius(W) ** k
+    ''')
+
+RADIUS_GROWTH_ONLY = dedent('''\
+    from course_utils.rnn import spectral_radius as _course_radius
+
+
+    def spectral_radius(W):
+        """W (H, H) float tensor -> max |eigenvalue| as a Python float."""
+        return torch.linalg.eigvals(W).abs().max().item()
+
+
+    def predicted_growth(W, k):
+        """W (H, H), k int >= 0 -> rho(W) ** k as a Python float."""
+        return _course_radius(W) ** k
+    ''')
+
+RADIUS_PATH = dedent('''\
+    import functools
+    import importlib
+
+    # No PyTorch built-in computes a spectral radius: the course's, reached through the import system.
+    _radius = functools.partial(importlib.import_module("course_utils.rnn").__dict__["spectral_radius"])
+
+
+    def spectral_radius(W):
+        """W (H, H) float tensor -> max |eigenvalue| as a Python float."""
+        return _radius(W)
+
+
+    def predicted_growth(W, k):
+        """W (H, H), k int >= 0 -> rho(W) ** k as a Python float."""
+        return _radius(W) ** k
+    ''')
+
+CLIP_ALIAS = dedent('''\
+    import course_utils.rnn as R
+
+    _clip = R.clip_grad_norm
+
+
+    def clip_grad_norm(params, max_norm):
+        """params: list of tensors (grads may be None), max_norm > 0 -> total norm before clipping (0-d tensor).
+        Scales every .grad in place by min(1, max_norm / (norm + 1e-6))."""
+        return _clip(params, max_norm)
+    ''')
+
+CLIP_MODULE_PATH = dedent('''\
+    from torch.nn.utils.clip_grad import clip_grad_norm_ as _clip_
+
+
+    def clip_grad_norm(params, max_norm):
+        """params: list of tensors -> total norm before clipping (0-d tensor), by PyTorch under another path."""
+        return _clip_(params, max_norm)
+    ''')
+
+CLIP_HELPERS = dedent('''\
+    import functools
+
+    _total_norm = functools.partial(torch.nn.utils.get_total_norm, norm_type=2.0)
+    _scale_all = torch.nn.utils.clip_grads_with_norm_
+
+
+    def clip_grad_norm(params, max_norm):
+        """params: list of tensors -> total norm before clipping (0-d tensor), by clip_grad_norm_'s two halves."""
+        total = _total_norm([p.grad for p in params if p.grad is not None])
+        _scale_all(params, max_norm, total)
+        return total
+    ''')
+
+STREAM_ALIAS = dedent('''\
+    import course_utils.rnn as R
+
+    _course_batches = R.stream_batches
+
+
+    def stream_batches(ids, batch_size, seq_len):
+        """ids (N,) long -> list of (x (B, T), y (B, T)) where row b continues from batch to batch."""
+        return _course_batches(ids, batch_size, seq_len)
+    ''')
+
+STREAM_PATH = dedent('''\
+    import functools
+    import sys
+
+    import course_utils.rnn  # noqa: F401 - loads the module
+
+    # No PyTorch built-in cuts a stream for truncated BPTT: the course's, found in the module table.
+    _course_batches = functools.partial(getattr(sys.modules["course_utils.rnn"], "stream_batches"))
+
+
+    def stream_batches(ids, batch_size, seq_len):
+        """ids (N,) long -> list of (x (B, T), y (B, T)) where row b continues from batch to batch."""
+        return _course_batches(ids, batch_size, seq_len)
+    ''')
+
+BANK += [
+    # ---------------------------------------------------------------- Part A
+    Mistake("shortcut (alias): course_utils.rnn.rnn_forward wrapped", answer="rnn_answer", test="rnn_test",
+            source=RNN_ALIAS),
+    Mistake("shortcut (path): torch._VF.rnn_tanh, nn.RNN's operator", answer="rnn_answer", test="rnn_test",
+            source=RNN_VF),
+    Mistake("shortcut (path): torch.nn.modules.rnn.RNN", answer="rnn_answer", test="rnn_test",
+            source=RNN_MODULE_PATH),
+    Mistake("shortcut (path): functools.partial(torch._VF.rnn_tanh_cell) per step", answer="rnn_answer",
+            test="rnn_test", source=RNN_CELL_PARTIAL),
+    # ---------------------------------------------------------------- Part B
+    Mistake("shortcut (alias): course_utils.rnn.bptt_grads wrapped", answer="bptt_answer", test="bptt_test",
+            source=BPTT_ALIAS),
+    Mistake("shortcut (path): torch.autograd.grad imported under another name", answer="bptt_answer",
+            test="bptt_test", source=BPTT_GRAD_EARLIER),
+    Mistake("shortcut (path): the autograd engine's run_backward called directly", answer="bptt_answer",
+            test="bptt_test", source=BPTT_ENGINE),
+    Mistake("shortcut (path): forward-mode AD, torch.func.jacfwd", answer="bptt_answer", test="bptt_test",
+            source=BPTT_FORWARD_MODE),
+    # ---------------------------------------------------------------- Part C
+    Mistake("shortcut (alias): course_utils.rnn.spectral_radius wrapped", answer="radius_answer",
+            test="radius_test", source=RADIUS_ALIAS),
+    Mistake("shortcut (alias): predicted_growth on the course's spectral_radius", answer="radius_answer",
+            test="radius_test", source=RADIUS_GROWTH_ONLY),
+    Mistake("shortcut (path, no built-in exists): the course's spectral_radius via importlib + partial",
+            answer="radius_answer", test="radius_test", source=RADIUS_PATH),
+    # ---------------------------------------------------------------- Part D
+    Mistake("shortcut (alias): course_utils.rnn.clip_grad_norm wrapped", answer="clip_answer", test="clip_test",
+            source=CLIP_ALIAS),
+    Mistake("shortcut (path): torch.nn.utils.clip_grad.clip_grad_norm_", answer="clip_answer", test="clip_test",
+            source=CLIP_MODULE_PATH),
+    Mistake("shortcut (path): get_total_norm (partial) + clip_grads_with_norm_", answer="clip_answer",
+            test="clip_test", source=CLIP_HELPERS),
+    # ---------------------------------------------------------------- Part E
+    Mistake("shortcut (alias): course_utils.rnn.stream_batches wrapped", answer="stream_answer",
+            test="stream_test", source=STREAM_ALIAS),
+    Mistake("shortcut (path, no built-in exists): the course's stream_batches via sys.modules + partial",
+            answer="stream_answer", test="stream_test", source=STREAM_PATH),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)

@@ -1,5 +1,7 @@
 """Mistake bank of unit 04: plausible wrong answers, each of which must lose its cell's points."""
 
+from textwrap import dedent
+
 from notebook_cells import Mistake, bank_tests
 
 UNIT = "04_lstm_gru"
@@ -82,6 +84,247 @@ BANK = [
     Mistake("adding: sigmoid on the output", answer="adding_answer", test="adding_test",
             patches=(("return self.head(outputs[:, -1]).squeeze(-1)",
                       "return torch.sigmoid(self.head(outputs[:, -1])).squeeze(-1)"),)),
+]
+
+# ---------------------------------------------------------------- shortcuts: whole answer cells a student could submit
+# Each one is correct code that earns the points when the call guard is off (checked once by hand); with
+# the guard on it must fail with ForbiddenCall, however it reached the forbidden function.
+
+LSTM_ALIAS = dedent('''\
+    import course_utils.gated as G
+
+    _course_cell = G.lstm_cell
+
+
+    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); state = (h (B, H), c (B, H)); W_ih (4H, D); W_hh (4H, H); b_ih, b_hh (4H,)
+        # returns (h_next (B, H), c_next (B, H))
+        return _course_cell(x, state, W_ih, W_hh, b_ih, b_hh)
+    ''')
+
+LSTM_VF = dedent('''\
+    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H)), by nn.LSTMCell's operator
+        return torch._VF.lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh)
+    ''')
+
+LSTM_MODULE_PATH = dedent('''\
+    from torch.func import functional_call
+    from torch.nn.modules.rnn import LSTMCell as _Cell
+
+
+    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H)), by nn.LSTMCell by another path
+        cell = _Cell(W_ih.shape[1], W_hh.shape[1])
+        weights = {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh}
+        return functional_call(cell, weights, (x, state))
+    ''')
+
+LSTM_QUANTIZABLE = dedent('''\
+    from torch.nn.quantizable.modules.rnn import LSTMCell as _FloatCell  # a pure-Python LSTM cell in PyTorch
+
+
+    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H))
+        return _FloatCell.from_params(W_ih, W_hh, b_ih, b_hh)(x, state)
+    ''')
+
+LSTM_SUBCLASS = dedent('''\
+    class _Cell(nn.LSTMCell):
+        """Not nn.LSTMCell by name."""
+
+
+    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H))
+        cell = _Cell(W_ih.shape[1], W_hh.shape[1]).to(x.dtype)
+        with torch.no_grad():
+            for param, weight in zip(cell.parameters(), (W_ih, W_hh, b_ih, b_hh)):
+                param.copy_(weight)
+        return cell(x, state)
+    ''')
+
+GRU_ALIAS = dedent('''\
+    import course_utils.gated as G
+
+    _course_cell = G.gru_cell
+
+
+    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); h (B, H); W_ih (3H, D); W_hh (3H, H); b_ih, b_hh (3H,) -> h_next (B, H)
+        return _course_cell(x, h, W_ih, W_hh, b_ih, b_hh)
+    ''')
+
+GRU_RUNNER = dedent('''\
+    from course_utils.gated import run_gru as _run
+
+
+    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); h (B, H) -> h_next (B, H): the course's GRU runner on a sequence of one step
+        _, h_next = _run(x[:, None], W_ih, W_hh, b_ih, b_hh, h)
+        return h_next
+    ''')
+
+GRU_VF = dedent('''\
+    import functools
+
+    _step = functools.partial(torch._VF.gru_cell)  # nn.GRUCell's operator, taken before the test
+
+
+    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); h (B, H) -> h_next (B, H)
+        return _step(x, h, W_ih, W_hh, b_ih, b_hh)
+    ''')
+
+GRU_MODULE_PATH = dedent('''\
+    from torch.func import functional_call
+    from torch.nn.modules.rnn import GRUCell as _Cell
+
+
+    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); h (B, H) -> h_next (B, H), by nn.GRUCell by another path
+        cell = _Cell(W_ih.shape[1], W_hh.shape[1])
+        weights = {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh}
+        return functional_call(cell, weights, (x, h))
+    ''')
+
+POOL_ALIAS = dedent('''\
+    import course_utils.gated as G
+
+    _pool = G.masked_pool
+
+
+    def masked_pool(outputs, mask, how="last"):
+        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
+        return _pool(outputs, mask, how)
+    ''')
+
+POOL_OTHER_MODULE = dedent('''\
+    from course_utils.gated import SequenceClassifier
+
+    _pool = SequenceClassifier.forward.__globals__["masked_pool"]  # the course's pooling, found by its user
+
+
+    def masked_pool(outputs, mask, how="last"):
+        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
+        return _pool(outputs, mask, how)
+    ''')
+
+POOL_TORCH_MASKED = dedent('''\
+    from torch.masked import _ops as _masked_ops  # torch.masked.mean / amax by another path
+
+
+    def masked_pool(outputs, mask, how="last"):
+        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
+        lengths = mask.sum(dim=1)  # (B,)
+        if how == "last":
+            return outputs[torch.arange(outputs.shape[0]), lengths - 1]  # (B, H)
+        full = mask.unsqueeze(-1).expand_as(outputs)  # (B, T, H)
+        if how == "mean":
+            return _masked_ops.mean(outputs, 1, mask=full)  # (B, H)
+        if how == "max":
+            return _masked_ops.amax(outputs, 1, mask=full)  # (B, H)
+        raise ValueError(f"how must be 'last', 'mean' or 'max', got {how!r}")
+    ''')
+
+POOL_MASKED_TENSOR = dedent('''\
+    import warnings
+
+    from torch.masked import masked_tensor
+
+
+    def masked_pool(outputs, mask, how="last"):
+        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
+        lengths = mask.sum(dim=1)  # (B,)
+        if how == "last":
+            return outputs[torch.arange(outputs.shape[0]), lengths - 1]  # (B, H)
+        if how not in ("mean", "max"):
+            raise ValueError(f"how must be 'last', 'mean' or 'max', got {how!r}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # MaskedTensor is a prototype
+            masked = masked_tensor(outputs, mask.unsqueeze(-1).expand_as(outputs))  # (B, T, H)
+            pooled = masked.mean(1) if how == "mean" else masked.amax(1)  # (B, H)
+            return pooled.get_data()
+    ''')
+
+ADDING_WRAPPED = dedent('''\
+    from course_utils.gated import LastStepRegressor as _Ready
+
+
+    class AddingModel(nn.Module):
+        # forward: x (B, T, 2) float -> predictions (B,)
+        def __init__(self):
+            super().__init__()
+            self.inner = _Ready("lstm", input_size=2, hidden_size=32)
+
+        def forward(self, x):
+            return self.inner(x)
+    ''')
+
+ADDING_SUBCLASS = dedent('''\
+    import course_utils.gated as G
+
+
+    class AddingModel(G.LastStepRegressor):
+        # forward: x (B, T, 2) float -> predictions (B,)
+        def __init__(self):
+            super().__init__("lstm", input_size=2, hidden_size=32)
+    ''')
+
+ADDING_BUILT_EARLIER = dedent('''\
+    import copy
+    import importlib
+
+    _template = importlib.import_module("course_utils.gated").LastStepRegressor()  # built before the test
+
+
+    class AddingModel(nn.Module):
+        # forward: x (B, T, 2) float -> predictions (B,)
+        def __init__(self):
+            super().__init__()
+            self.inner = copy.deepcopy(_template)
+            self.inner.rnn.reset_parameters()  # a fresh draw from the grader's seed
+            self.inner.head.reset_parameters()
+
+        def forward(self, x):
+            return self.inner(x)
+    ''')
+
+BANK += [
+    # ---------------------------------------------------------------- Part A
+    Mistake("shortcut (alias): course_utils.gated.lstm_cell wrapped", answer="lstm_answer", test="lstm_test",
+            source=LSTM_ALIAS),
+    Mistake("shortcut (path): torch._VF.lstm_cell", answer="lstm_answer", test="lstm_test", source=LSTM_VF),
+    Mistake("shortcut (path): torch.nn.modules.rnn.LSTMCell by functional_call", answer="lstm_answer",
+            test="lstm_test", source=LSTM_MODULE_PATH),
+    Mistake("shortcut (path): torch.nn.quantizable's float LSTMCell.from_params", answer="lstm_answer",
+            test="lstm_test", source=LSTM_QUANTIZABLE),
+    Mistake("shortcut (subclass): a subclass of nn.LSTMCell", answer="lstm_answer", test="lstm_test",
+            source=LSTM_SUBCLASS),
+    # ---------------------------------------------------------------- Part B
+    Mistake("shortcut (alias): course_utils.gated.gru_cell wrapped", answer="gru_answer", test="gru_test",
+            source=GRU_ALIAS),
+    Mistake("shortcut (alias): course_utils.gated.run_gru on one step", answer="gru_answer", test="gru_test",
+            source=GRU_RUNNER),
+    Mistake("shortcut (path): functools.partial(torch._VF.gru_cell)", answer="gru_answer", test="gru_test",
+            source=GRU_VF),
+    Mistake("shortcut (path): torch.nn.modules.rnn.GRUCell by functional_call", answer="gru_answer",
+            test="gru_test", source=GRU_MODULE_PATH),
+    # ---------------------------------------------------------------- Part C
+    Mistake("shortcut (alias): course_utils.gated.masked_pool wrapped", answer="pool_answer", test="pool_test",
+            source=POOL_ALIAS),
+    Mistake("shortcut (path): the course's masked_pool through SequenceClassifier.forward.__globals__",
+            answer="pool_answer", test="pool_test", source=POOL_OTHER_MODULE),
+    Mistake("shortcut (path): torch.masked._ops.mean / amax for mean and max", answer="pool_answer",
+            test="pool_test", source=POOL_TORCH_MASKED),
+    Mistake("shortcut (path): MaskedTensor reductions for mean and max", answer="pool_answer", test="pool_test",
+            source=POOL_MASKED_TENSOR),
+    # ---------------------------------------------------------------- Part D (nn.LSTM is allowed: it is the answer)
+    Mistake("shortcut (alias): course_utils.gated.LastStepRegressor wrapped", answer="adding_answer",
+            test="adding_test", source=ADDING_WRAPPED),
+    Mistake("shortcut (subclass): a subclass of LastStepRegressor", answer="adding_answer", test="adding_test",
+            source=ADDING_SUBCLASS),
+    Mistake("shortcut (path): a LastStepRegressor built before the test, copied", answer="adding_answer",
+            test="adding_test", source=ADDING_BUILT_EARLIER),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
