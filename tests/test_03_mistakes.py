@@ -223,6 +223,9 @@ BPTT_ENGINE = dedent('''\
         return grads[0], grads[1], grads[2], torch.stack(grads[3:], dim=1)
     ''')
 
+BPTT_FRESH_ENGINE = BPTT_ENGINE.replace("_engine = Variable._execution_engine  # the C++ autograd engine behind backward() and grad()",
+                                       "_engine = torch._C._ImperativeEngine()  # a new engine of its own")
+
 BPTT_FORWARD_MODE = dedent('''\
     from torch.func import jacfwd
 
@@ -371,6 +374,8 @@ BANK += [
             test="bptt_test", source=BPTT_GRAD_EARLIER),
     Mistake("shortcut (path): the autograd engine's run_backward called directly", answer="bptt_answer",
             test="bptt_test", source=BPTT_ENGINE),
+    Mistake("shortcut (path): run_backward of a freshly made autograd engine", answer="bptt_answer",
+            test="bptt_test", source=BPTT_FRESH_ENGINE),
     Mistake("shortcut (path): forward-mode AD, torch.func.jacfwd", answer="bptt_answer", test="bptt_test",
             source=BPTT_FORWARD_MODE),
     # ---------------------------------------------------------------- Part C
