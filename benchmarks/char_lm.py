@@ -28,7 +28,6 @@ The last line printed is ``course=<loss> baseline=<loss>``.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -37,6 +36,7 @@ import torch
 from course_utils.data import python_docs_text, read_text, train_val_split
 from course_utils.device import native_bf16
 from course_utils.gpt import GPT, GPTConfig
+from course_utils.taming import warmup_cosine, weight_decay_groups
 
 
 @dataclass
@@ -76,20 +76,14 @@ RECIPES = {
 
 
 def lr_at(recipe: Recipe, step: int, progress: float) -> float:
-    """Linear warm-up over ``warmup_steps``, then cosine from ``lr`` to ``min_lr`` as ``progress`` goes 0 -> 1."""
-    if step < recipe.warmup_steps:
-        return recipe.lr * (step + 1) / recipe.warmup_steps
-    cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
-    return recipe.min_lr + (recipe.lr - recipe.min_lr) * cosine
+    """Linear warm-up over ``warmup_steps``, then cosine from ``lr`` to ``min_lr`` as ``progress`` goes 0 -> 1
+    (``course_utils.taming.warmup_cosine`` driven by the elapsed fraction of the budget)."""
+    return recipe.lr * warmup_cosine(step, recipe.warmup_steps, None, recipe.min_lr / recipe.lr, progress=progress)
 
 
 def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (not on norms' gains or biases), as nanoGPT does."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=recipe.lr, betas=recipe.betas)
+    return torch.optim.AdamW(weight_decay_groups(model, recipe.weight_decay), lr=recipe.lr, betas=recipe.betas)
 
 
 def random_batch(data: torch.Tensor, batch_size: int, block_size: int, generator: torch.Generator):

@@ -25,7 +25,6 @@ plain images.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -33,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.images import channel_stats, load_images, shift_and_flip, standardize
+from course_utils.taming import warmup_cosine, weight_decay_groups
 from course_utils.vit import ViT, ViTConfig
 
 
@@ -52,14 +52,6 @@ class Recipe:
 RECIPE = Recipe()
 
 
-def lr_factor(progress: float, warmup: float) -> float:
-    """Multiplier of the peak learning rate at ``progress`` in [0, 1] of the budget: linear warm-up
-    over the first ``warmup`` fraction, then cosine decay to zero."""
-    if progress < warmup:
-        return progress / warmup
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (progress - warmup) / (1.0 - warmup))))
-
-
 @torch.no_grad()
 def accuracy(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, batch_size: int = 1000) -> float:
     """Fraction of ``images (N, C, H, W)`` whose arg-max logit equals ``labels (N,)``."""
@@ -71,14 +63,10 @@ def accuracy(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
 
 
 def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only: not on biases and norms, and (unlike
-    ``course_utils.taming.weight_decay_groups``) not on the CLS token and position embeddings,
-    which are parameters to learn freely rather than maps to keep small."""
-    no_decay = {"cls_token", "pos_embedding"}
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and n not in no_decay]
-    rest = [p for n, p in model.named_parameters() if p.ndim < 2 or n in no_decay]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
-                              {"params": rest, "weight_decay": 0.0}], lr=recipe.lr)
+    """AdamW with weight decay on matrices only: not on biases and norms, and not on the CLS token and
+    position embeddings, which are parameters to learn freely rather than maps to keep small."""
+    groups = weight_decay_groups(model, recipe.weight_decay, no_decay=("cls_token", "pos_embedding"))
+    return torch.optim.AdamW(groups, lr=recipe.lr)
 
 
 def train(model: ViT, recipe: Recipe, images: torch.Tensor, labels: torch.Tensor, seconds: float,
@@ -103,7 +91,7 @@ def train(model: ViT, recipe: Recipe, images: torch.Tensor, labels: torch.Tensor
         if recipe.augment:
             x = shift_and_flip(x, padding=2, flip=True, generator=generator)
         for group in optimizer.param_groups:
-            group["lr"] = recipe.lr * lr_factor(progress, recipe.warmup)
+            group["lr"] = recipe.lr * warmup_cosine(progress, recipe.warmup, 1.0, offset=0.0)   # clock: budget fraction
         loss = F.cross_entropy(model(x), y, label_smoothing=recipe.label_smoothing)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .text import lengths_to_mask
+from .text import PAD_ID, lengths_to_mask
 
 POOLINGS = ("last", "mean", "max")
 CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
@@ -244,17 +244,26 @@ def count_parameters(module: nn.Module) -> int:
 
 
 @dataclass
-class ClassifierConfig:
+class TextClassifierConfig:
+    """What every text classifier of the course shares: token ids ``(B, T)`` -> embeddings of width
+    ``d_model`` (``pad_id`` embeds to zeros) -> ``num_layers`` of an encoder -> ``pooling`` over the
+    real tokens -> logits ``(B, num_classes)``. Each model extends it with its encoder's fields:
+    :class:`ClassifierConfig` here, ``course_utils.transformer.ClassifierConfig`` in unit 06."""
     vocab_size: int
     num_classes: int = 2
     d_model: int = 32  # embedding width D
-    hidden_size: int = 64  # recurrent state width H
-    cell: str = "lstm"  # "rnn" | "lstm" | "gru"
     num_layers: int = 1
-    bidirectional: bool = False
     pooling: str = "last"  # "last" | "mean" | "max"
     dropout: float = 0.0
-    pad_id: int = 0
+    pad_id: int = PAD_ID
+
+
+@dataclass
+class ClassifierConfig(TextClassifierConfig):
+    """The recurrent :class:`SequenceClassifier`'s configuration: a (bi)RNN/LSTM/GRU encoder."""
+    hidden_size: int = 64  # recurrent state width H
+    cell: str = "lstm"  # "rnn" | "lstm" | "gru"
+    bidirectional: bool = False
 
 
 class SequenceClassifier(nn.Module):
@@ -315,10 +324,14 @@ class BagOfEmbeddings(nn.Module):
         return self.head(pooled)  # (B, C)
 
 
-def _check_ids(ids: torch.Tensor, lengths: torch.Tensor) -> None:
+def _check_ids(ids: torch.Tensor, lengths: torch.Tensor, name: str = "ids") -> None:
+    """Validate a batch of ``name`` ``(B, T)`` integer token ids and its lengths ``(B,)``, each in ``[1, T]``."""
+    lengths_name = "lengths" if name == "ids" else f"{name}_lengths"
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point():
-        raise ValueError(f"ids must be a (B, T) integer tensor, got {getattr(ids, 'shape', type(ids).__name__)}")
+        raise ValueError(f"{name} must be a (B, T) integer tensor, got {getattr(ids, 'shape', type(ids).__name__)}")
     if not isinstance(lengths, torch.Tensor) or tuple(lengths.shape) != (ids.shape[0],) or lengths.is_floating_point():
-        raise ValueError(f"lengths must be a ({ids.shape[0]},) integer tensor, got {getattr(lengths, 'shape', lengths)!r}")
+        raise ValueError(f"{lengths_name} must be a ({ids.shape[0]},) integer tensor, "
+                         f"got {getattr(lengths, 'shape', lengths)!r}")
     if (lengths < 1).any() or (lengths > ids.shape[1]).any():
-        raise ValueError(f"lengths must lie in [1, T={ids.shape[1]}], got min {int(lengths.min())}, max {int(lengths.max())}")
+        raise ValueError(f"{lengths_name} must lie in [1, T={ids.shape[1]}], "
+                         f"got min {int(lengths.min())}, max {int(lengths.max())}")

@@ -5,13 +5,13 @@ is a change of one field:
 
 - ``norm_first``  Pre-LN (GPT-2: ``x + f(norm(x))``) or Post-LN (Vaswani et al.: ``norm(x + f(x))``)
 - ``norm``        ``"layer"`` (LayerNorm) or ``"rms"`` (RMSNorm, Zhang and Sennrich)
-- ``ffn``         ``"gelu"`` (two linear maps around a GELU), ``"swiglu"`` or ``"geglu"`` (Shazeer,
-                  "GLU Variants Improve Transformer")
+- ``ffn``         ``"gelu"`` (two linear maps around a GELU: ``transformer.FeedForward``), ``"swiglu"``
+                  or ``"geglu"`` (Shazeer, "GLU Variants Improve Transformer": ``taming.GLUFeedForward``)
 - ``position``    ``"learned"`` absolute embeddings (GPT-2), ``"rope"`` rotary embeddings applied to
                   queries and keys (Su et al., "RoFormer") or ``"alibi"`` linear distance penalties
                   added to the attention scores (Press et al., "Train Short, Test Long")
 - ``residual``    ``"plain"`` or ``"rezero"`` (``x + alpha * f(x)``, alpha starting at 0 and no norm
-                  inside the blocks; Bachlechner et al.)
+                  inside the blocks; Bachlechner et al.: ``taming.ReZero`` around each sublayer)
 - ``init``        ``"gpt2"`` or ``"default"`` (PyTorch's own initialisation of each layer; unit 07)
 
 Initialisation ``"gpt2"`` follows GPT-2: normal with std 0.02, and the projections that write into the
@@ -35,7 +35,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .decoding import sample_next
-from .taming import alibi_bias
+from .gated import count_parameters
+from .taming import GLUFeedForward, ReZero, alibi_bias
+from .transformer import FeedForward
 
 
 @dataclass
@@ -126,41 +128,37 @@ class CausalSelfAttention(nn.Module):
         return self.proj(out.transpose(1, 2).reshape(batch_size, seq_len, d_model))     # (B, T, D)
 
 
-class FeedForward(nn.Module):
-    def __init__(self, config: GPTConfig):
-        super().__init__()
-        self.glu = {"swiglu": F.silu, "geglu": F.gelu}.get(config.ffn)   # the gate's activation, if gated
-        width = config.ffn_hidden * (2 if self.glu else 1)
-        self.up = nn.Linear(config.d_model, width, bias=config.bias)
-        self.down = nn.Linear(config.ffn_hidden, config.d_model, bias=config.bias)
-        self.down.residual = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.up(x)                                   # (B, T, F) or (B, T, 2F)
-        if self.glu:
-            gate, value = h.chunk(2, dim=-1)             # (B, T, F) each
-            h = self.glu(gate) * value
-        else:
-            h = F.gelu(h)
-        return self.down(h)                              # (B, T, D)
+def make_ffn(config: GPTConfig) -> nn.Module:
+    """The position-wise MLP of a block, ``(B, T, D) -> (B, T, D)``: unit 06's two linear maps around a
+    GELU (``transformer.FeedForward``) or unit 07's gated SwiGLU/GEGLU (``taming.GLUFeedForward``),
+    of hidden width ``config.ffn_hidden``; its output projection is marked for the depth-scaled init."""
+    if config.ffn == "gelu":
+        ffn = FeedForward(config.d_model, config.ffn_hidden, activation="gelu", bias=config.bias)
+        ffn.linear2.residual = True
+    else:
+        ffn = GLUFeedForward(config.d_model, config.ffn_hidden, activation=config.ffn, bias=config.bias)
+        ffn.down.residual = True
+    return ffn
 
 
 class Block(nn.Module):
+    """One transformer block, ``forward(x (B, T, D), rope, bias) -> (B, T, D)``: causal self-attention,
+    then the MLP, each in a residual connection (Pre-LN, Post-LN or ReZero, as ``config`` says)."""
+
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.norm_first, self.rezero = config.norm_first, config.residual == "rezero"
         if self.rezero:                                  # no norms; each residual branch scaled by alpha = 0
-            self.attn, self.ffn = CausalSelfAttention(config), FeedForward(config)
-            self.alpha_attn, self.alpha_ffn = nn.Parameter(torch.zeros(())), nn.Parameter(torch.zeros(()))
+            self.attn = ReZero(CausalSelfAttention(config), dropout=config.dropout)
+            self.ffn = ReZero(make_ffn(config), dropout=config.dropout)
         else:
             self.norm1, self.attn = make_norm(config), CausalSelfAttention(config)
-            self.norm2, self.ffn = make_norm(config), FeedForward(config)
+            self.norm2, self.ffn = make_norm(config), make_ffn(config)
         self.drop = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, rope=None, bias=None) -> torch.Tensor:
         if self.rezero:                                  # ReZero: x + alpha f(x)
-            x = x + self.alpha_attn * self.drop(self.attn(x, rope, bias))
-            return x + self.alpha_ffn * self.drop(self.ffn(x))
+            return self.ffn(self.attn(x, rope, bias))
         if self.norm_first:                              # Pre-LN: the residual stream is never normalised
             x = x + self.drop(self.attn(self.norm1(x), rope, bias))
             return x + self.drop(self.ffn(self.norm2(x)))
@@ -199,7 +197,7 @@ class GPT(nn.Module):
                 nn.init.zeros_(module.bias)
 
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+        return count_parameters(self)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """``idx (B, T)`` long token ids, ``T <= block_size`` -> ``logits (B, T, V)``."""

@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Iterable
 
 import torch
 import torch.nn as nn
@@ -31,23 +31,38 @@ import torch.nn.functional as F
 # --------------------------------------------------------------------------- learning-rate schedule
 
 
-def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_ratio: float = 0.0) -> float:
+def warmup_cosine(step: float, warmup_steps: float, total_steps: float | None, min_ratio: float = 0.0, *,
+                  offset: float = 1.0, progress: float | None = None) -> float:
     """Learning-rate multiplier at optimizer step ``step`` (0-based): a float in ``[min_ratio, 1]``.
 
     Linear warm-up ``(step + 1) / warmup_steps`` for ``step < warmup_steps`` (so the first step
     already moves), then a cosine from 1 down to ``min_ratio`` over the remaining
     ``total_steps - warmup_steps`` steps, and ``min_ratio`` after ``total_steps``.
+
+    Two options for a run whose length is a time budget (``benchmarks/``), where the number of
+    steps is not known in advance:
+
+    * ``offset``: the warm-up is ``(step + offset) / warmup_steps``. With ``offset=0`` the three
+      positions can be read on a continuous clock, e.g. ``step`` the fraction of the budget spent,
+      ``warmup_steps`` the fraction spent warming up and ``total_steps=1``.
+    * ``progress``: the fraction of the run done, in ``[0, 1]``. When given, the cosine follows it
+      from the start of the run (1 at ``progress=0``, ``min_ratio`` at 1) instead of counting steps
+      from the end of the warm-up, which still counts steps; ``total_steps`` is not used (pass None).
     """
-    if warmup_steps < 0 or total_steps < 1 or warmup_steps > total_steps:
-        raise ValueError(f"need 0 <= warmup_steps <= total_steps and total_steps >= 1, "
+    if warmup_steps < 0 or (progress is None and (total_steps is None or total_steps <= 0
+                                                   or warmup_steps > total_steps)):
+        raise ValueError(f"need 0 <= warmup_steps <= total_steps and total_steps > 0, "
                          f"got warmup_steps={warmup_steps}, total_steps={total_steps}")
     if not 0.0 <= min_ratio <= 1.0:
         raise ValueError(f"min_ratio must be in [0, 1], got {min_ratio}")
-    if step < 0:
-        raise ValueError(f"step must be >= 0, got {step}")
+    if step < 0 or (progress is not None and progress < 0):
+        raise ValueError(f"step and progress must be >= 0, got step={step}, progress={progress}")
     if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return (step + offset) / warmup_steps
+    if progress is None:
+        span = total_steps - warmup_steps
+        progress = (step - warmup_steps) / (span if span > 0 else 1)
+    progress = min(1.0, progress)
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
@@ -85,19 +100,21 @@ class RMSNorm(nn.Module):
 
 
 class ReZero(nn.Module):
-    """``x + alpha * sublayer(x)`` with one learned scalar ``alpha`` initialised to 0 and no norm.
+    """``x + alpha * dropout(sublayer(x))`` with one learned scalar ``alpha`` initialised to 0 and no norm.
 
     At initialisation every block is the identity (Bachlechner et al., "ReZero is All You Need").
     ``x (..., D)`` -> ``(..., D)``; extra positional/keyword arguments go to ``sublayer``.
+    ``dropout`` (probability, default 0: none) acts on the sublayer's output, as in a transformer block.
     """
 
-    def __init__(self, sublayer: nn.Module, alpha: float = 0.0):
+    def __init__(self, sublayer: nn.Module, alpha: float = 0.0, dropout: float = 0.0):
         super().__init__()
         self.sublayer = sublayer
         self.alpha = nn.Parameter(torch.tensor(float(alpha)))
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-        return x + self.alpha * self.sublayer(x, *args, **kwargs)
+        return x + self.alpha * self.dropout(self.sublayer(x, *args, **kwargs))
 
 
 def layernorm_jacobian_norm(x: torch.Tensor, eps: float = 1e-5) -> float:
@@ -241,14 +258,24 @@ def radam_rectification(step: int, beta2: float = 0.999, threshold: float = 5.0)
     return math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
 
 
-def weight_decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+def weight_decay_groups(model: nn.Module, weight_decay: float, no_decay: Iterable[str] = ()) -> list[dict]:
     """Two optimizer parameter groups: matrices (``dim >= 2``: linear maps, embeddings) decay,
-    vectors (biases, norm gains, ReZero's alpha) do not. For ``torch.optim.AdamW(groups, lr=...)``."""
+    vectors (biases, norm gains, ReZero's alpha) do not. For ``torch.optim.AdamW(groups, lr=...)``.
+
+    ``no_decay``: names, as in ``model.named_parameters()``, of parameters that never decay whatever
+    their shape, e.g. a ViT's ``("cls_token", "pos_embedding")``. Parameters that do not require
+    gradients are left out; each group keeps the order of ``model.parameters()``."""
     if weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+    names = dict(model.named_parameters(remove_duplicate=False))          # tied weights under every name
+    unknown = set(no_decay) - names.keys()
+    if unknown:
+        raise ValueError(f"no_decay names no parameter of the model: {sorted(unknown)}")
+    excluded = {id(names[name]) for name in no_decay}
     params = [p for p in model.parameters() if p.requires_grad]
-    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    decays = [p.dim() >= 2 and id(p) not in excluded for p in params]
+    return [{"params": [p for p, d in zip(params, decays) if d], "weight_decay": weight_decay},
+            {"params": [p for p, d in zip(params, decays) if not d], "weight_decay": 0.0}]
 
 
 def label_smoothed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1,

@@ -29,13 +29,20 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import MultiHeadAttention, causal_mask
-from .gated import masked_pool
+from .gated import TextClassifierConfig, _check_ids, masked_pool
 from .text import PAD_ID, lengths_to_mask
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
 # --------------------------------------------------------------------------- positions
+
+def _frequencies(d_model: int, base: float) -> torch.Tensor:
+    """``(D/2,)`` float64: the turning rate ``base^(-2j/D)`` of feature pair ``j``; ``D`` must be even."""
+    if not isinstance(d_model, int) or d_model < 2 or d_model % 2:
+        raise ValueError(f"d_model must be a positive even int, got {d_model!r}")
+    return base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+
 
 def sinusoidal_positions(seq_len: int, d_model: int, base: float = 10000.0,
                          dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -47,10 +54,8 @@ def sinusoidal_positions(seq_len: int, d_model: int, base: float = 10000.0,
     """
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ValueError(f"seq_len must be a positive int, got {seq_len!r}")
-    if not isinstance(d_model, int) or d_model < 2 or d_model % 2:
-        raise ValueError(f"d_model must be a positive even int, got {d_model!r}")
+    freq = _frequencies(d_model, base)                                              # (D/2,)
     position = torch.arange(seq_len, dtype=torch.float64)[:, None]                 # (T, 1)
-    freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)    # (D/2,)
     angle = position * freq                                                         # (T, D/2)
     P = torch.empty(seq_len, d_model, dtype=torch.float64)
     P[:, 0::2] = torch.sin(angle)
@@ -65,9 +70,7 @@ def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     ``[[cos(w_j k), sin(w_j k)], [-sin(w_j k), cos(w_j k)]]``. It does not depend on ``t``:
     a shift by ``k`` positions is one linear map, whatever the position.
     """
-    if not isinstance(d_model, int) or d_model < 2 or d_model % 2:
-        raise ValueError(f"d_model must be a positive even int, got {d_model!r}")
-    freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
+    freq = _frequencies(d_model, base)                                            # (D/2,)
     c, s = torch.cos(freq * k), torch.sin(freq * k)                               # (D/2,)
     R = torch.zeros(d_model, d_model, dtype=torch.float64)
     even = torch.arange(0, d_model, 2)
@@ -122,22 +125,24 @@ def padding_mask(lengths: torch.Tensor, seq_len: int) -> torch.Tensor:
 # --------------------------------------------------------------------------- layers
 
 class FeedForward(nn.Module):
-    """Position-wise MLP ``linear2(dropout(act(linear1(x))))``: ``(B, T, D) -> (B, T, D)``, width ``d_ff``.
+    """Position-wise MLP ``linear2(dropout(act(linear1(x))))``: ``(..., D) -> (..., D)``, width ``d_ff``.
 
-    The same weights act on every position separately (a 1x1 convolution over time).
+    The same weights act on every position separately (a 1x1 convolution over time). ``activation``
+    is ``"relu"`` (the 2017 paper) or ``"gelu"`` (BERT, GPT, ViT); ``bias=False`` drops both biases
+    (as ``course_utils.gpt`` does by default). The gated variants are ``course_utils.taming.GLUFeedForward``.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.activation = ACTIVATIONS[activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))  # (B, T, D)
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))  # (..., D)
 
 
 @torch.no_grad()
@@ -246,27 +251,17 @@ def _positions(kind: str, d_model: int, max_len: int) -> nn.Module:
     raise ValueError(f"positions must be 'sinusoidal', 'learned' or 'none', got {kind!r}")
 
 
-def _check_ids(ids: torch.Tensor, lengths: torch.Tensor, name: str) -> None:
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point():
-        raise ValueError(f"{name} must be a (B, T) integer tensor, got {getattr(ids, 'shape', type(ids).__name__)}")
-    if not isinstance(lengths, torch.Tensor) or tuple(lengths.shape) != (ids.shape[0],):
-        raise ValueError(f"{name}_lengths must have shape ({ids.shape[0]},), got {getattr(lengths, 'shape', lengths)!r}")
-
-
 @dataclass
-class ClassifierConfig:
-    vocab_size: int
-    num_classes: int = 2
-    d_model: int = 32         # D
-    num_heads: int = 2        # H
-    num_layers: int = 1
-    d_ff: int = 128           # MLP width, 4 D
+class ClassifierConfig(TextClassifierConfig):
+    """:class:`TransformerClassifier`'s configuration: unit 04's text-classifier fields (vocabulary,
+    classes, width D, layers, pooling, dropout, padding id) with a transformer encoder's."""
+    pooling: str = "max"           # "mean" | "max" over the real tokens
     dropout: float = 0.1
+    num_heads: int = 2        # H
+    d_ff: int = 128           # MLP width, 4 D
     max_len: int = 512
     positions: str = "sinusoidal"  # "sinusoidal" | "learned" | "none"
-    pooling: str = "max"           # "mean" | "max" over the real tokens
     norm_first: bool = False
-    pad_id: int = PAD_ID
 
 
 class TransformerClassifier(nn.Module):

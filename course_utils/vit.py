@@ -23,6 +23,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import scaled_dot_product_attention
+from .gated import count_parameters
+from .transformer import FeedForward
 
 
 def img_to_patch(images: torch.Tensor, patch_size: int) -> torch.Tensor:
@@ -129,15 +131,15 @@ class Attention(nn.Module):
 
 
 class EncoderBlock(nn.Module):
-    """Pre-LN encoder block: ``x + Attn(LN(x))``, then ``x + MLP(LN(x))`` with a GELU MLP."""
+    """Pre-LN encoder block: ``x + Attn(LN(x))``, then ``x + MLP(LN(x))`` with unit 06's GELU MLP
+    (``course_utils.transformer.FeedForward``) and dropout on its output."""
 
     def __init__(self, config: ViTConfig):
         super().__init__()
         D, hidden = config.d_model, int(config.mlp_ratio * config.d_model)
         self.norm1, self.norm2 = nn.LayerNorm(D), nn.LayerNorm(D)
         self.attn = Attention(D, config.num_heads, config.dropout)
-        self.mlp = nn.Sequential(nn.Linear(D, hidden), nn.GELU(), nn.Dropout(config.dropout),
-                                 nn.Linear(hidden, D), nn.Dropout(config.dropout))
+        self.mlp = nn.Sequential(FeedForward(D, hidden, config.dropout, activation="gelu"), nn.Dropout(config.dropout))
 
     def forward(self, x: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         h, weights = self.attn(self.norm1(x), need_weights)
@@ -173,7 +175,7 @@ class ViT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+        return count_parameters(self)
 
     def forward(self, images: torch.Tensor, return_attention: bool = False):
         c = self.config

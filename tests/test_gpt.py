@@ -76,6 +76,20 @@ def test_unit07_switches_geglu_alibi_rezero_and_default_init():
         GPTConfig(vocab_size=5, init="xavier")
 
 
+def test_blocks_are_built_from_the_units_layers():
+    from course_utils.taming import GLUFeedForward, ReZero
+    from course_utils.transformer import FeedForward
+
+    small = dict(vocab_size=10, block_size=8, num_layers=1, num_heads=2, d_model=16)
+    block = GPT(GPTConfig(**small)).blocks[0]
+    assert isinstance(block.ffn, FeedForward) and block.ffn.linear1.bias is None and block.ffn.linear2.residual
+    block = GPT(GPTConfig(**small, ffn="geglu", bias=True)).blocks[0]
+    assert isinstance(block.ffn, GLUFeedForward) and block.ffn.activation == "geglu" and block.ffn.gate.bias is not None
+    block = GPT(GPTConfig(**small, residual="rezero", dropout=0.1)).blocks[0]
+    assert isinstance(block.attn, ReZero) and isinstance(block.ffn, ReZero) and block.ffn.dropout.p == 0.1
+    assert block.ffn.sublayer.linear2.residual
+
+
 def test_rope_scores_depend_only_on_the_offset():
     torch.manual_seed(0)
     cos, sin = rope_tables(32, 8)

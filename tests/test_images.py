@@ -113,11 +113,3 @@ def test_vit_benchmark_smoke(fake_fashion, capsys):
     assert "test_accuracy=" in out and "NOT Fashion-MNIST" not in out
     result = vit.main(["--dataset", "digits", "--steps", "2", "--augment"])
     assert result["dataset"] == "digits" and "NOT Fashion-MNIST" in capsys.readouterr().out
-
-
-def test_benchmark_schedule():
-    from benchmarks.vit import lr_factor
-
-    assert lr_factor(0.0, 0.1) == 0.0 and lr_factor(0.05, 0.1) == pytest.approx(0.5)
-    assert lr_factor(0.1, 0.1) == pytest.approx(1.0) and lr_factor(0.55, 0.1) == pytest.approx(0.5)
-    assert lr_factor(1.0, 0.1) == pytest.approx(0.0, abs=1e-12)

@@ -38,6 +38,29 @@ def test_warmup_cosine_values_and_lambdalr():
             warmup_cosine(0, **bad)
 
 
+def test_warmup_cosine_on_a_time_budget():
+    # offset=0: every position on a continuous clock, the fraction of a budget (benchmarks/vit.py)
+    def budget(p, w):
+        return warmup_cosine(p, w, 1.0, offset=0.0)
+
+    assert budget(0.0, 0.1) == 0.0 and budget(0.05, 0.1) == pytest.approx(0.5)
+    assert budget(0.1, 0.1) == pytest.approx(1.0) and budget(0.55, 0.1) == pytest.approx(0.5)
+    assert budget(1.0, 0.1) == pytest.approx(0.0, abs=1e-12) and budget(0.3, 0.0) == pytest.approx(
+        0.5 * (1 + math.cos(math.pi * 0.3)))
+    # progress: the warm-up counts steps, the cosine follows the fraction of the run from its start
+    # (benchmarks/char_lm.py); total_steps is not needed
+    assert warmup_cosine(0, 100, None, 0.1, progress=0.0) == pytest.approx(0.01)
+    assert warmup_cosine(99, 100, None, 0.1, progress=0.01) == pytest.approx(1.0)
+    assert warmup_cosine(100, 100, None, 0.1, progress=0.2) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(0.2 * math.pi)))
+    assert warmup_cosine(500, 100, None, 0.1, progress=0.5) == pytest.approx(0.55)
+    assert warmup_cosine(900, 100, None, 0.1, progress=1.3) == pytest.approx(0.1)
+    # the defaults are the step schedule of unit 07, with the same checks
+    assert warmup_cosine(60, 10, 110, offset=1.0) == warmup_cosine(60, 10, 110) == pytest.approx(0.5)
+    for bad in [dict(total_steps=None), dict(total_steps=0.0), dict(total_steps=1.0, progress=-0.1)]:
+        with pytest.raises(ValueError):
+            warmup_cosine(0, 0, **bad)
+
+
 def test_rmsnorm_equals_torch():
     torch.manual_seed(0)
     ours, theirs = RMSNorm(12, eps=1e-6), nn.RMSNorm(12, eps=1e-6)
@@ -60,6 +83,19 @@ def test_rezero_is_the_identity_at_initialisation_and_learns_alpha():
     block(x).pow(2).sum().backward()
     assert block.alpha.grad is not None and block.alpha.grad.abs() > 0
     assert block.sublayer.weight.grad.abs().sum() == 0      # alpha = 0 blocks the sublayer's gradient at first
+
+
+def test_rezero_dropout_acts_on_the_branch_only():
+    torch.manual_seed(0)
+    block = ReZero(nn.Linear(4, 4), alpha=1.0, dropout=0.5)
+    x = torch.randn(64, 4)
+    assert torch.equal(block.eval()(x), x + block.sublayer(x))          # no dropout in eval mode
+    torch.manual_seed(1)
+    branch = block.train()(x) - x                                        # alpha * dropout(f(x))
+    torch.manual_seed(1)
+    expected = F.dropout(block.sublayer(x), 0.5, training=True)
+    assert torch.allclose(branch, expected, atol=1e-6)
+    assert (branch == 0).float().mean() > 0.3                            # about half the branch dropped
 
 
 def test_layernorm_jacobian_norm_is_sqrt_d_over_centered_norm():
@@ -169,6 +205,13 @@ def test_weight_decay_groups_split_matrices_from_vectors():
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     assert {id(p) for p in decay["params"]} == {id(model[0].weight), id(model[2].weight)}
     assert len(no_decay["params"]) == 3
+    # no_decay: named parameters kept out of the decay whatever their shape (a ViT's CLS token, positions)
+    decay, no_decay = weight_decay_groups(model, 0.1, no_decay=["0.weight"])
+    assert [id(p) for p in decay["params"]] == [id(model[2].weight)]
+    assert [id(p) for p in no_decay["params"]] == [id(p) for p in (model[0].weight, model[1].weight, model[1].bias,
+                                                                    model[2].bias)]
+    with pytest.raises(ValueError, match="no parameter"):
+        weight_decay_groups(model, 0.1, no_decay=["0.wieght"])
 
 
 def test_label_smoothing_equals_torch():

@@ -72,6 +72,16 @@ def test_feed_forward_acts_on_each_position_alone():
     assert torch.allclose(conv(x.transpose(1, 2)).transpose(1, 2), ffn(x), atol=1e-6)
 
 
+def test_feed_forward_without_bias_is_two_matrices_around_the_activation():
+    torch.manual_seed(0)
+    ffn = FeedForward(6, 12, activation="gelu", bias=False)
+    assert ffn.linear1.bias is None and ffn.linear2.bias is None
+    assert sum(p.numel() for p in ffn.parameters()) == 2 * 6 * 12
+    x = torch.randn(2, 3, 6)
+    expected = torch.nn.functional.gelu(x @ ffn.linear1.weight.T) @ ffn.linear2.weight.T
+    assert torch.allclose(ffn(x), expected, atol=1e-6)
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_equals_torch_with_padding(norm_first):
     torch.manual_seed(1)
@@ -127,6 +137,8 @@ def test_classifier_ignores_padding_and_has_the_seed_recipe_size():
     assert torch.allclose(model(padded, lengths), logits, atol=1e-5)
     with pytest.raises(ValueError, match="pooling"):
         TransformerClassifier(ClassifierConfig(vocab_size=5, pooling="last"))
+    with pytest.raises(ValueError, match=r"lengths must lie in \[1, T=4\]"):   # unit 04's id checks
+        model(ids, torch.tensor([3, 0]))
 
 
 def test_seq2seq_is_causal_and_ignores_source_padding():
