@@ -16,7 +16,7 @@ from course_utils.bleu import corpus_bleu
 from course_utils.lm import NGramLM
 from course_utils.metrics import AVAILABLE, load_metric, metric_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1"}
 
 
