@@ -29,7 +29,7 @@ OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
 # for commit with the same setting, so nbval sees the same numbers.
 SUITE_ENV := $(OFFLINE) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-AUTOGRADE := $(OFFLINE) $(BIN)/python -m course_utils.autograde
+AUTOGRADE := $(OFFLINE) $(BIN)/python -m grader
 
 .PHONY: setup sandbox-tools datasets-tools lab test lectures exercises import autograde feedback grades bench bench-grading clean
 

@@ -25,6 +25,6 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
 
-from course_utils.grading import HideTestCode  # noqa: E402
+from grader.feedback import HideTestCode  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, HideTestCode, CSSHTMLHeaderPreprocessor]

@@ -7,7 +7,7 @@ For each unit, a temporary copy of the course receives ``--submissions`` copies 
 (start-up included, divided by the number of submissions):
 
 * ``stock``: ``nbgrader autograde UNIT --force`` (one Jupyter kernel per notebook, no sandbox);
-* ``hardened, 1 worker``: ``python -m course_utils.autograde autograde UNIT --workers 1``;
+* ``hardened, 1 worker``: ``python -m grader autograde UNIT --workers 1``;
 * ``unsandboxed, 1 worker``: the same with ``--unsafe-no-sandbox`` (what the sandbox itself costs);
 * ``hardened, 2 workers``: ``--workers 2``.
 
@@ -54,7 +54,7 @@ def bench_unit(unit: str, submissions: int, workdir: Path) -> dict[str, float]:
         dest.mkdir(parents=True)
         shutil.copy(ROOT / "solutions" / unit / f"{unit}.ipynb", dest)
         (dest / "timestamp.txt").write_text("2026-01-01 12:00:00.000000 UTC")
-    hardened = ("course_utils.autograde", "autograde", unit)
+    hardened = ("grader", "autograde", unit)
     startup = _run(course, *hardened, "--student", "nobody")
     times = {
         "stock": _run(course, "nbgrader", "autograde", unit, "--force", "--log-level=ERROR"),

@@ -21,8 +21,8 @@ One module per concern, grown unit by unit:
 - ``gpt``       units 06-07: a configurable decoder-only transformer LM (Pre/Post-LN, RMSNorm, SwiGLU, RoPE)
 - ``attention`` unit 05: masked softmax, scaled dot-product and multi-head attention, additive
                 attention, a GRU encoder-decoder with Bahdanau attention (``BahdanauSeq2Seq``)
-- ``grading``   nbgrader add-ons for instructors (feedback without hidden test code, the graded notebook)
-- ``autograde``, ``sandbox``, ``sandbox_runner``  the instructors' sandboxed autograder
+
+The instructors' autograder is not part of it: it is the top-level package ``grader``.
 """
 
 __all__ = ["get_device", "seed_everything"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UNITS = sorted(p.name for p in (ROOT / "solutions").glob("[0-9][0-9]_*") if p.is_dir())
 NBGRADER = [sys.executable, "-m", "nbgrader"]
 STUDENTS = {"solution": "solutions", "blank": "exercises"}  # student id -> folder submitted
@@ -100,22 +100,25 @@ def test_untouched_exercise_scores_zero(course, unit):
     assert not earned, f"{unit}: the unsolved exercise earns points on (score, max) {earned}"
 
 
-def _hidden_test_lines(unit: str) -> list[str]:
-    """Lines of code inside the hidden-test regions of the unit's solution notebook."""
+def _hidden_test_lines(unit: str, release: Path) -> list[str]:
+    """Lines of code inside the hidden-test regions of the unit's solution notebook that its release
+    (``release``, what students are shown anyway) does not contain."""
     nb = json.loads((ROOT / "solutions" / unit / f"{unit}.ipynb").read_text(encoding="utf-8"))
+    shown = json.loads(release.read_text(encoding="utf-8"))
+    visible = {line.strip() for cell in shown["cells"] for line in "".join(cell["source"]).splitlines()}
     lines, inside = [], False
     for cell in nb["cells"]:
         for line in "".join(cell["source"]).splitlines():
             if "BEGIN HIDDEN TESTS" in line or "END HIDDEN TESTS" in line:
                 inside = "BEGIN" in line
-            elif inside and len(line.strip()) > 12:
+            elif inside and len(line.strip()) > 12 and line.strip() not in visible:
                 lines.append(line.strip())
     return lines
 
 
 @pytest.mark.parametrize("unit", UNITS)
 def test_feedback_hides_hidden_tests(course, unit):
-    hidden = _hidden_test_lines(unit)
+    hidden = _hidden_test_lines(unit, course / "exercises" / unit / f"{unit}.ipynb")
     assert hidden, f"{unit}: the solution has no hidden tests"
     pages = list((course / "feedback" / "blank" / unit).glob("*.html"))
     assert pages, f"{unit}: no feedback generated"

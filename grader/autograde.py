@@ -1,27 +1,18 @@
-"""Sandboxed autograding of untrusted submissions, on nbgrader's own folders and gradebook.
+"""Grade every submission of a unit: splice, run in the sandbox, score, flag, save (the trusted side).
 
-    python -m course_utils.autograde import UNIT FOLDER     # FOLDER/alice.ipynb -> submitted/alice/UNIT/UNIT.ipynb
-    python -m course_utils.autograde autograde [UNIT ...]   # every submission, in parallel, sandboxed
-    python -m course_utils.autograde feedback [UNIT ...]    # nbgrader generate_feedback, then a leak check
-    python -m course_utils.autograde export [--to FILE]     # nbgrader export plus a review_flags column
-
-Run from the course root (or pass ``--course``). The student's notebook is never executed as
-submitted: for each notebook of the unit, the notebook that runs is built here, on the trusted
-side, from the nbgrader source (``solutions/``): its setup and test cells (hidden tests
-included), points and grade ids; only the student's answer cells are spliced in, matched by
-grade id (a missing one is replaced by the release stub; extra, reordered or re-labelled cells
-in the submission are ignored; written answers are kept for the formgrader). It runs in
-``course_utils.sandbox``; the verdict is decided here from the runner's verified records, and
-this process alone writes ``autograded/`` and the gradebook, so stock ``nbgrader formgrader``,
-``generate_feedback`` and ``export`` keep working.
+For each notebook of the unit, the notebook that runs is built here, from the nbgrader source
+(``solutions/``): its setup and test cells (hidden tests included), points and grade ids; only the
+student's answer cells are spliced in, matched by grade id (``grader.plan``: a missing one is
+replaced by the release stub; extra, reordered or re-labelled cells in the submission are ignored;
+written answers are kept for the formgrader). It runs in ``grader.sandbox``; the verdict is
+decided here from the runner's verified records, the review flags come from ``grader.review``
+(the course library is indexed once per run), and this process alone writes ``autograded/`` and
+the gradebook, so stock ``nbgrader formgrader``, ``generate_feedback`` and ``export`` keep working.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import glob
-import html
 import json
 import os
 import re
@@ -29,19 +20,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
-from course_utils.grading import (Part, autograded_notebook, cell_text, cells, hidden_lines, nbgrader_meta, plan,
-                                  review_flags, score, splice)
-from course_utils.sandbox import UNSAFE_FLAG, Limits, RunResult, SandboxUnavailable, run_cells, sandbox_problem
+from grader.plan import Part, autograded_notebook, hidden_lines, plan, score, splice
+from grader.review import LibraryIndex, library_index, review_flags
+from grader.sandbox import UNSAFE_FLAG, Limits, RunResult, SandboxUnavailable, run_cells, sandbox_problem
 
 LOG_NAME = "autograde.log"  # nbgrader's ignore list holds "*.log": feedback never copies it to students
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,99}$")
+
+
 @dataclass
 class Graded:
     """The outcome of one student's notebook."""
@@ -69,12 +60,16 @@ def load_course(course: Path):
 
 
 def grade_notebook(student: str, name: str, parts: list[Part], release_nb: dict, submitted: dict | None,
-                   limits: Limits, files_dir: str | None, sandbox: bool, forbidden: list[str], bwrap: str | None) -> Graded:
-    """Splice, run in the sandbox and score one student's notebook (thread-safe; touches no files)."""
+                   limits: Limits, files_dir: str | None, sandbox: bool, forbidden: list[str], bwrap: str | None,
+                   library: LibraryIndex | None = None) -> Graded:
+    """Splice, run in the sandbox, score and flag one student's notebook (thread-safe; touches no files).
+
+    ``library`` is the course library as ``grader.review.library_index`` reads it (read when not given).
+    """
     spliced, notes = splice(parts, release_nb, submitted)
     job = [(p.role, p.index, p.grade_id, p.source) for p in spliced if p.role in ("setup", "answer", "test")]
     run = run_cells(job, limits, files_dir=files_dir, sandbox=sandbox, forbidden=forbidden, bwrap=bwrap)
-    graded = Graded(student, name, spliced, run, flags=notes + review_flags(spliced))
+    graded = Graded(student, name, spliced, run, flags=notes + review_flags(spliced, library))
     for part in spliced:
         if part.role == "test":
             graded.scores[part.grade_id] = score(part, run.records.get(part.index))
@@ -174,6 +169,7 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
     units = units or sorted(p.name for p in source_root.iterdir() if p.is_dir() and _submissions(coursedir, p.name))
     if not workers:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    library = library_index()  # read once per run (and cached): every review compares with it
     jobs: dict = {}
     results: list[Graded] = []
     failures: list[str] = []
@@ -183,8 +179,8 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
             release_dir = Path(coursedir.format_path(coursedir.release_directory, ".", unit))
             source_dir = source_root / unit
             names = sorted(p.stem for p in source_dir.glob("*.ipynb"))
-            release = {n: _trusted(release_dir / f"{n}.ipynb") for n in names}
-            sources = {n: _trusted(source_dir / f"{n}.ipynb") for n in names}
+            release = {n: trusted_notebook(release_dir / f"{n}.ipynb") for n in names}
+            sources = {n: trusted_notebook(source_dir / f"{n}.ipynb") for n in names}
             hidden = {n: hidden_lines(sources[n], release[n]) for n in names}
             parts = {n: plan(sources[n], release[n]) for n in names}
             files_dir = _stage_data(coursedir, source_dir, Path(staging) / unit)  # never the source folder itself
@@ -196,7 +192,8 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
                     continue
                 for name in names:
                     future = pool.submit(grade_notebook, student, name, parts[name], release[name],
-                                         _read(student_dir / f"{name}.ipynb"), limits, files_dir, sandbox, forbidden, bwrap)
+                                         _read(student_dir / f"{name}.ipynb"), limits, files_dir, sandbox, forbidden,
+                                         bwrap, library)
                     jobs[future] = (unit, student, release, hidden, len(names))
         done: dict[tuple, list[Graded]] = {}
         gb = Gradebook(coursedir.db_url, coursedir.course_id)  # one connection for every save
@@ -224,7 +221,7 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
     return results
 
 
-def _trusted(path: Path) -> dict:
+def trusted_notebook(path: Path) -> dict:
     """An instructor's notebook (source or release) as a plain dict with string sources."""
     import nbformat
 
@@ -266,10 +263,11 @@ def _ensure_gradebook(coursedir, unit: str, course: Path) -> None:
             return
         except MissingEntry:
             pass
-    _nbgrader(course, "generate_assignment", unit, "--force")
+    nbgrader_command(course, "generate_assignment", unit, "--force")
 
 
-def _nbgrader(course: Path, *args: str) -> None:
+def nbgrader_command(course: Path, *args: str) -> None:
+    """Run ``nbgrader ARGS`` in ``course`` with this environment's tools; raise with its output if it fails."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=course, env=env,
                           capture_output=True, text=True)
@@ -277,116 +275,3 @@ def _nbgrader(course: Path, *args: str) -> None:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
 
 
-def import_submissions(course: Path, unit: str, folder: Path) -> list[str]:
-    """Copy ``folder/<student_id>.ipynb`` to ``submitted/<student_id>/<unit>/<notebook>.ipynb``."""
-    coursedir = load_course(course)
-    names = sorted(Path(coursedir.format_path(coursedir.source_directory, ".", unit)).glob("*.ipynb"))
-    if len(names) != 1:
-        raise ValueError(f"{unit}: import needs a unit with exactly one notebook, found {len(names)}")
-    imported = []
-    for path in sorted(Path(folder).glob("*.ipynb")):
-        if not STUDENT_ID.match(path.stem):
-            print(f"skipping {path.name}: not a valid student id", file=sys.stderr)
-            continue
-        dest = Path(coursedir.format_path(coursedir.submitted_directory, path.stem, unit))
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dest / names[0].name)
-        stamp = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
-        (dest / "timestamp.txt").write_text(stamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
-        imported.append(path.stem)
-    return imported
-
-
-def feedback(course: Path, units: list[str]) -> list[str]:
-    """Run ``nbgrader generate_feedback`` per unit; delete (and return) any page quoting hidden tests.
-
-    A hidden-test line counts as quoted unless the release or the student's own answers contain it.
-    """
-    coursedir = load_course(course)
-    leaked = []
-    for unit in units:
-        if not glob.glob(coursedir.format_path(coursedir.autograded_directory, "*", unit)):
-            print(f"{unit}: nothing autograded yet, no feedback")
-            continue
-        _nbgrader(course, "generate_feedback", unit, "--force")
-        source = Path(coursedir.format_path(coursedir.source_directory, ".", unit))
-        release = Path(coursedir.format_path(coursedir.release_directory, ".", unit))
-        hidden = {nb.stem: hidden_lines(_trusted(nb), _trusted(release / nb.name)) for nb in source.glob("*.ipynb")}
-        for page in glob.glob(os.path.join(coursedir.format_path(coursedir.feedback_directory, "*", unit), "*.html")):
-            page = Path(page)
-            graded = Path(coursedir.format_path(coursedir.autograded_directory, page.parts[-3], unit)) / f"{page.stem}.ipynb"
-            own = "\n".join(cell_text(c) or "" for c in cells(_trusted(graded)) if nbgrader_meta(c).get("solution")) \
-                if graded.exists() else ""
-            plain = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
-            if any(line in plain and line not in own for line in hidden.get(page.stem, [])):
-                page.unlink()
-                leaked.append(str(page))
-    return leaked
-
-
-def export(course: Path, to: Path) -> Path:
-    """``nbgrader export`` to ``to``, plus a ``review_flags`` column from the autograde logs."""
-    coursedir = load_course(course)
-    _nbgrader(course, "export", "--to", str(to))
-    rows = list(csv.DictReader(to.open(newline="")))
-    for row in rows:
-        log = Path(coursedir.format_path(coursedir.autograded_directory, row["student_id"], row["assignment"])) / LOG_NAME
-        found = [f for entry in (json.loads(log.read_text()) if log.exists() else []) for f in entry["flags"]]
-        row["review_flags"] = "; ".join(found)
-    if rows:
-        with to.open("w", newline="") as out:
-            writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    return to
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils.autograde", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--course", type=Path, default=Path.cwd(), help="course root (default: here)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    imp = sub.add_parser("import", help="copy FOLDER/<student_id>.ipynb into submitted/")
-    imp.add_argument("unit")
-    imp.add_argument("folder", type=Path)
-    ag = sub.add_parser("autograde", help="grade submissions in the sandbox")
-    ag.add_argument("units", nargs="*")
-    ag.add_argument("--student", action="append", help="only this student (repeatable)")
-    ag.add_argument("--workers", type=int, help="parallel submissions (default: one per core)")
-    ag.add_argument("--cell-timeout", type=float, default=600.0)
-    ag.add_argument("--timeout", type=float, default=1800.0, help="seconds per submission")
-    ag.add_argument("--memory-mb", type=int, default=8192, help="address space per process")
-    ag.add_argument("--no-force", action="store_true", help="skip submissions already autograded")
-    ag.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
-                    help="run student code WITHOUT the sandbox (only inside a throwaway VM or container)")
-    ag.add_argument("--bwrap", help=argparse.SUPPRESS)
-    fb = sub.add_parser("feedback", help="generate feedback HTML without hidden tests")
-    fb.add_argument("units", nargs="+")
-    ex = sub.add_parser("export", help="grades CSV with a review_flags column")
-    ex.add_argument("--to", type=Path, default=Path("grades.csv"))
-    args = parser.parse_args(argv)
-    course = args.course.resolve()
-    warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
-    if args.command == "import":
-        print(f"imported {len(import_submissions(course, args.unit, args.folder))} submissions of {args.unit}")
-    elif args.command == "autograde":
-        limits = Limits(cell_timeout=args.cell_timeout, timeout=args.timeout, memory_mb=args.memory_mb)
-        started = time.monotonic()
-        try:
-            graded = autograde(course, args.units, args.student, workers=args.workers, limits=limits,
-                               sandbox=not args.unsafe, force=not args.no_force, bwrap=args.bwrap)
-        except SandboxUnavailable as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        print(f"graded {len(graded)} notebooks in {time.monotonic() - started:.1f} s")
-    elif args.command == "feedback":
-        leaked = feedback(course, args.units)
-        for page in leaked:
-            print(f"error: removed {page}: it quoted hidden test code", file=sys.stderr)
-        return 1 if leaked else 0
-    else:
-        print(f"wrote {export(course, args.to.resolve() if not args.to.is_absolute() else args.to)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,14 +1,16 @@
 """Run untrusted notebook cells in a sandbox and collect their verified records (the trusted side).
 
-``run_cells(cells, limits)`` starts ``python -I -B -m course_utils.sandbox_runner`` inside
-bubblewrap and streams it the cells one by one. The sandbox sees a read-only ``/usr``, the
-Python installation, the virtual environment and the ``course_utils`` package, a private
-``/proc``, ``/dev``, ``/tmp`` and a size-limited writable home (``/home/student``), and
-nothing else: not the course directory (``solutions/``, ``gradebook.db``, other students),
-not ``$HOME``, no network (a fresh network namespace), no other process (a fresh pid
-namespace; the runner kills whatever a cell leaves running). When started as root it runs
-as a random unprivileged uid (``setpriv``), so that the process limit applies: the kernel
-does not count root's processes. Limits: address space, processes/threads, CPU seconds,
+``run_cells(cells, limits)`` starts the runner inside bubblewrap, as a script
+(``python -I -B /grader/runner.py``: ``grader/runner.py`` bound read-only to a private path), and
+streams it the cells one by one. The sandbox sees a read-only ``/usr``, the Python installation,
+the virtual environment, the ``course_utils`` package (what notebooks import) and that one runner
+file, a private ``/proc``, ``/dev``, ``/tmp`` and a size-limited writable home (``/home/student``),
+and nothing else: not the rest of ``grader`` (review-flag rules, the plan, this module; hidden even
+when it is installed inside the environment), not the course directory (``solutions/``,
+``gradebook.db``, other students), not ``$HOME``, no network (a fresh network namespace), no other
+process (a fresh pid namespace; the runner kills whatever a cell leaves running). When started as
+root it runs as a random unprivileged uid (``setpriv``), so that the process limit applies: the
+kernel does not count root's processes. Limits: address space, processes/threads, CPU seconds,
 file size, open files (``prlimit`` and ``setrlimit``), a wall-clock limit per cell and per
 submission (enforced here, by killing the sandbox).
 
@@ -37,6 +39,8 @@ from pathlib import Path
 UNSAFE_FLAG = "--unsafe-no-sandbox"
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "alternatives", "mime.types")
 _HOME = "/home/student"
+RUNNER = str(Path(__file__).resolve().with_name("runner.py"))  # standalone: imports nothing from grader
+_RUNNER_INSIDE = "/grader/runner.py"  # where the sandbox sees it (and nothing else of grader/)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -155,6 +159,10 @@ def build_command(limits: Limits, files_dir: str | None, forbidden: list[str], b
             args += ["--symlink", os.readlink(host), host]
         elif os.path.isdir(host):
             args += ["--ro-bind", host, host]
+    package = os.path.dirname(os.path.realpath(RUNNER))
+    if any(package == p or package.startswith(p + os.sep) for p in ro):  # installed inside the environment
+        args += ["--perms", "0555", "--size", "4096", "--tmpfs", package, "--remount-ro", package]
+    args += ["--perms", "0755", "--dir", os.path.dirname(_RUNNER_INSIDE), "--ro-bind", RUNNER, _RUNNER_INSIDE]
     if files_dir:
         args += ["--perms", "0755", "--dir", "/job", "--ro-bind", files_dir, "/job/files"]
     args += ["--chdir", _HOME, "--remount-ro", "/", "--"]
@@ -162,7 +170,7 @@ def build_command(limits: Limits, files_dir: str | None, forbidden: list[str], b
         uid = str(200_000 + secrets.randbelow(60_000))  # one fresh user per run: its own process count
         args += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                  "--bounding-set=-all", "--no-new-privs", "--"]
-    return _prlimit(limits, sandboxed=True) + args + [_python(), "-I", "-B", "-m", "course_utils.sandbox_runner"]
+    return _prlimit(limits, sandboxed=True) + args + [_python(), "-I", "-B", _RUNNER_INSIDE]
 
 
 def _prlimit(limits: Limits, sandboxed: bool) -> list[str]:
@@ -189,14 +197,24 @@ def sandbox_env() -> dict[str, str]:
 _CHECKED: dict[tuple, str | None] = {}
 
 
+_PROBE = f"""import importlib.util, os
+def found(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
+print("no course_utils" if not found("course_utils") else "no runner" if not os.path.isfile({_RUNNER_INSIDE!r})
+      else "grader exposed" if found("grader.review") else "sandbox-ok")"""
+
+
 def sandbox_problem(forbidden: list[str] = (), bwrap: str | None = None) -> str | None:
-    """None when a trial sandbox starts Python and finds ``course_utils``; otherwise the reason it does not."""
+    """None when a trial sandbox starts Python, finds ``course_utils`` and the runner, and cannot import
+    the rest of ``grader``; otherwise the reason it does not."""
     cache_key = (tuple(forbidden), bwrap)
     if cache_key not in _CHECKED:
         try:
             argv = build_command(Limits(), None, list(forbidden), bwrap)
-            probe = "import importlib.util as u; print('sandbox-ok' if u.find_spec('course_utils') else 'no course_utils')"
-            argv = argv[: argv.index("-m")] + ["-c", probe]  # finds the runner's package without importing torch
+            argv = argv[:-1] + ["-c", _PROBE]  # the runner's view, without importing torch
             done = subprocess.run(argv, env=sandbox_env(), capture_output=True, text=True, timeout=120)
             ok = done.returncode == 0 and "sandbox-ok" in done.stdout
             _CHECKED[cache_key] = None if ok else f"a trial sandbox failed: {(done.stderr or done.stdout).strip()[-500:]}"
@@ -230,6 +248,7 @@ class _Reader:
         self.fd, self.buffer, self.cap, self.closed = fd, b"", cap, False
 
     def line(self, deadline: float) -> bytes | None:
+        """The next line, or None at the deadline, at the end of the pipe or past the size cap."""
         while b"\n" not in self.buffer:
             left = deadline - time.monotonic()
             if self.closed or left <= 0 or len(self.buffer) > self.cap:
@@ -274,7 +293,7 @@ def run_cells(cells: list[tuple[str, int, str, str]], limits: Limits, *, files_d
             argv, cwd = build_command(limits, files_dir, list(forbidden), bwrap), None
             init = {"workdir": f"{_HOME}/work", "files_root": "/job/files", "kill_strays": True}
         else:
-            argv = _prlimit(limits, sandboxed=False) + [_python(), "-I", "-B", "-m", "course_utils.sandbox_runner"]
+            argv = _prlimit(limits, sandboxed=False) + [_python(), "-I", "-B", RUNNER]
             cwd = scratch
             init = {"workdir": os.path.join(scratch, "work"), "files_root": files_dir, "kill_strays": False}
         init.update(key=key.hex(), cell_timeout=limits.cell_timeout, files=files,

@@ -1,15 +1,16 @@
 """The attack catalog: hostile submissions graded by the sandboxed autograder, in one batch.
 
 A tiny fixture unit (``99_fixture``: three autograded functions whose tests use strict type
-checks, ``torch.testing``, ``numpy.testing``, ``math.isclose`` and builtins, plus a written
-answer) is generated in a temporary copy of the course. Every attack below is a submission of
+checks, ``torch.testing``, ``numpy.testing``, ``math.isclose``, builtins and the call guard
+``forbid``, plus a written answer) is generated in a temporary copy of the course. Every attack below is a submission of
 that unit, graded in ONE batch with two workers next to an honest solution, a blank exercise
 and a wrong one, under tight limits. For each attack the tests assert that the batch completed
 and it was graded; that it earns exactly the points it earns honestly (mostly 0, with the
 wrong answers every attack carries); that the correct submission in the same batch keeps full
 marks; that nothing outside the sandbox changed (solutions/, exercises/, the gradebook's tests
 and checksums, $HOME, /tmp, the network); and that the feedback it gets shows no hidden test
-code while still naming the part that failed and its visible message.
+code while still naming the part that failed and its visible message. Student code must also not
+reach the grader beyond its runner (the review rules, the plan) nor switch off the call guard.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils.autograde import autograde, feedback, import_submissions, load_course
-from course_utils.grading import hidden_test_lines
-from course_utils.sandbox import Limits, sandbox_problem
+import grader
+from grader.autograde import autograde, load_course
+from grader.cli import feedback, import_submissions
+from grader.feedback import hidden_test_lines
+from grader.sandbox import Limits, sandbox_problem
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UNIT = "99_fixture"
 TOKEN = secrets.token_hex(4)
 POINTS = {"add_test": 2.0, "softmax_test": 3.0, "count_test": 2.0}
@@ -60,7 +63,7 @@ import math
 import numpy as np
 import torch
 
-from course_utils.checks import check_close, check_equal, check_type
+from course_utils.checks import check_close, check_equal, check_type, forbid
 
 WORDS = open("words.txt").read().split()  # a data file shipped with the exercise"""
 ANSWERS = {
@@ -88,7 +91,8 @@ import math as _fixture_math
 _fixture_gen = torch.Generator().manual_seed(1234)
 _fixture_x = torch.randn(4, 7, generator=_fixture_gen, dtype=torch.float64) * 5
 _fixture_ref = torch.softmax(_fixture_x, dim=-1)
-_fixture_got = softmax(_fixture_x)
+with forbid(torch.softmax, torch.nn.functional.softmax):  # the call guard, next to the runner's audit hook
+    _fixture_got = softmax(_fixture_x)
 check_type(_fixture_got, torch.Tensor, "softmax(hidden x)")
 torch.testing.assert_close(_fixture_got, _fixture_ref)
 np.testing.assert_allclose(_fixture_got.numpy(), _fixture_ref.numpy(), rtol=1e-9)
@@ -110,6 +114,7 @@ WRONG = {
     "count_answer": "def count_words(text):\n    return {w: 1 for w in text.split()}",
 }
 CORRECT = {k: re.sub(r"\s*### (BEGIN|END) SOLUTION", "", v) for k, v in ANSWERS.items()}
+GRADER_DIR = str(Path(grader.__file__).resolve().parent)  # where the grader lives on the host
 
 
 def fixture_notebook():
@@ -349,6 +354,31 @@ try:
 except Exception as _e:
     print('audit hook refused:', type(_e).__name__)
 """ + WRONG["add_answer"]}},
+    "clear_profile_hook": {"answers": dict(CORRECT, softmax_answer="import sys\n" + CORRECT["softmax_answer"].replace(
+        "def softmax(x):\n", "def softmax(x):\n    sys.setprofile(None)  # the call guard's hook\n")),
+        "expect": {"add_test": 2.0, "count_test": 2.0}},
+    "clear_profile_hook_via_partial": {"answers": dict(CORRECT, softmax_answer="import functools, sys\n"
+        + CORRECT["softmax_answer"].replace("def softmax(x):\n", "def softmax(x):\n    functools.partial(sys.setprofile, None)()\n")),
+        "expect": {"add_test": 2.0, "count_test": 2.0}},
+    "read_the_grader": {"answers": {"add_answer": """import importlib, os, sys
+_seen = []
+for _name in ('grader', 'grader.review', 'grader.plan', 'grader.sandbox', 'grader.cli'):
+    try:
+        _module = importlib.import_module(_name)
+    except Exception:
+        continue
+    if getattr(_module, '__file__', None) or hasattr(_module, 'SUSPICIOUS') or hasattr(_module, 'splice'):
+        _seen.append(_name)
+for _dir in [GRADER_DIR, '/grader'] + [os.path.join(_p, 'grader') for _p in sys.path]:
+    for _file in ('review.py', 'plan.py', 'sandbox.py', 'cli.py', 'autograde.py', 'feedback.py', '__init__.py'):
+        try:
+            with open(os.path.join(_dir, _file)) as _fh:
+                _seen.append(_fh.name + ' ' + _fh.read(80))
+        except OSError:
+            pass
+print(f'GRADER_SEEN={len(_seen)}', _seen)
+print('RUNNER_DIR=' + repr(sorted(os.listdir('/grader'))))
+""".replace("GRADER_DIR", repr(GRADER_DIR)) + WRONG["add_answer"]}},
 }
 BASELINE = {"solution": {"answers": CORRECT, "expect": dict(POINTS)}, "wrong": {}, "blank": {"blank": True}}
 
@@ -535,20 +565,47 @@ def test_nothing_outside_the_sandbox_changed(graded):
     assert not graded["accepted"], "a submission reached the network"
 
 
+def _log(graded, name: str) -> dict:
+    return json.loads((graded["course"] / "autograded" / name / UNIT / "autograde.log").read_text())[0]
+
+
+def _printed(graded, name: str) -> str:
+    nb = nbformat.read(str(graded["course"] / "autograded" / name / UNIT / f"{UNIT}.ipynb"), as_version=4)
+    return "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []) if o.get("name") == "stdout")
+
+
+def _logged_cell(graded, name: str, grade_id: str) -> dict:
+    return next(c for c in _log(graded, name)["cells"].values() if c["grade_id"] == grade_id)
+
+
 def test_attacks_could_not_read_or_leak_hidden_tests(graded):
-    logs = {name: json.loads((graded["course"] / "autograded" / name / UNIT / "autograde.log").read_text())[0]
-            for name in ("read_hidden_tests_from_disk", "leak_hidden_tests_via_frames")}
     for name, marker in (("read_hidden_tests_from_disk", "FOUND=0"), ("leak_hidden_tests_via_frames", "LEAKED=0")):
-        nb = nbformat.read(str(graded["course"] / "autograded" / name / UNIT / f"{UNIT}.ipynb"), as_version=4)
-        printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []) if o.get("name") == "stdout")
-        assert marker in printed, f"{name}: {printed[:500]}"
-    assert logs["leak_hidden_tests_via_frames"]["flags"], "frame inspection was not flagged for review"
+        assert marker in _printed(graded, name), f"{name}: {_printed(graded, name)[:500]}"
+    assert _log(graded, "leak_hidden_tests_via_frames")["flags"], "frame inspection was not flagged for review"
+
+
+def test_student_code_sees_the_runner_but_not_the_rest_of_the_grader(graded):
+    """The sandbox shows course_utils and the runner script, not the review rules, the plan or the CLI."""
+    printed = _printed(graded, "read_the_grader")
+    assert "GRADER_SEEN=0" in printed, printed[:2000]
+    assert "RUNNER_DIR=['runner.py']" in printed, printed[:2000]
+    assert any(f.startswith("grader@") for f in graded["results"]["read_the_grader"].flags)
+
+
+def test_student_code_cannot_switch_off_the_call_guard(graded):
+    """sys.setprofile, directly or through functools.partial (C code: no frame of its own), from the
+    function a test calls: the runner's audit hook refuses it, and that test alone scores 0."""
+    for name in ("clear_profile_hook", "clear_profile_hook_via_partial"):
+        cell = _logged_cell(graded, name, "softmax_test")
+        assert cell["status"] == "error" and cell["ename"] == "PermissionError", (name, cell)
+        assert "tracing@softmax_answer" in graded["results"][name].flags
 
 
 def test_review_flags_and_tampering_are_reported(graded):
     flags = {name: " ".join(r.flags) for name, r in graded["results"].items()}
     assert "tampered" in flags["patch_during_the_test"] and "tampered" in flags["background_thread_repatches"]
-    assert "tampered" in flags["trace_function_swaps_results"]
+    trace = _logged_cell(graded, "trace_function_swaps_results", "softmax_answer")  # sys.settrace is refused outright
+    assert trace["ename"] == "PermissionError" and "tracing" in flags["trace_function_swaps_results"], trace
     assert "tampered" in flags["torch_function_mode"]
     assert "ctypes" in flags["segfault"] and "crashed" in flags["segfault"]
     assert "timeout" in flags["stubborn_infinite_loop"]

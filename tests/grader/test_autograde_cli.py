@@ -1,16 +1,19 @@
-"""The instructor commands of ``python -m course_utils.autograde``, end to end, on a copy of the course.
+"""The instructor commands of ``python -m grader``, end to end, on a copy of the course.
 
 For every unit in solutions/: a folder of LMS-style submissions (``alice.ipynb`` = the solution,
 ``bob.ipynb`` = the untouched exercise) is imported into submitted/, autograded in the sandbox
 (two workers, every unit in one batch), given feedback and exported. The solution scores full
-marks on every autograded cell and raises no review flag (so the in-process guards have no
-false positives on real units), the exercise scores 0, feedback hides hidden tests, and the
-CSV has a review_flags column. Without a sandbox the command refuses, naming the flag that
-overrides it; with that flag it grades the same way.
+marks on every autograded cell and raises no review flag but copy flags (so the in-process
+guards have no false positives on real units; a reference answer may be a near copy of the
+library, see ``benchmarks/copy_flags.py``), the exercise scores 0, feedback hides hidden tests,
+and the CSV has a review_flags column, where ``carol`` (first unit only: the solution with an
+import of the library and a pasted library function) is flagged for both. Without a sandbox the
+command refuses, naming the flag that overrides it; with that flag it grades the same way.
 """
 
 from __future__ import annotations
 
+import ast
 import csv
 import html
 import json
@@ -22,11 +25,13 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from course_utils.autograde import LOG_NAME, load_course, main
-from course_utils.grading import hidden_test_lines
-from course_utils.sandbox import UNSAFE_FLAG, sandbox_problem
+from grader.autograde import LOG_NAME, load_course
+from grader.cli import main
+from grader.feedback import hidden_test_lines
+from grader.review import library_index
+from grader.sandbox import UNSAFE_FLAG, sandbox_problem
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UNITS = sorted(p.name for p in (ROOT / "solutions").glob("[0-9][0-9]_*") if p.is_dir())
 SANDBOX = sandbox_problem() is None
 
@@ -39,6 +44,27 @@ def test_the_sandbox_exists_where_the_test_command_requires_it():
     assert SANDBOX, f"no grading sandbox here: {sandbox_problem()}"
 
 
+def _library_function() -> tuple[str, str, str]:
+    """(module, name, source) of the first function the copy flag compares, read from its file."""
+    definition = next(d for d in library_index().definitions if d.kind == "function" and d.name.count(".") == 2)
+    _, module, name = definition.name.split(".")
+    path = ROOT / "course_utils" / f"{module}.py"
+    text = path.read_text(encoding="utf-8")
+    node = next(n for n in ast.parse(text).body if getattr(n, "name", None) == name)
+    return f"course_utils.{module}", name, "".join(text.splitlines(keepends=True)[node.lineno - 1: node.end_lineno])
+
+
+def _copying(solution: Path, target: Path) -> str:
+    """Write the solution with its first answer cell extended by a library import and a pasted library
+    function; return that cell's grade id."""
+    nb = json.loads(solution.read_text(encoding="utf-8"))
+    module, name, source = _library_function()
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("solution"))
+    cell["source"] = "".join(cell["source"]) + f"\nimport {module} as _library\n\n\n" + source
+    target.write_text(json.dumps(nb), encoding="utf-8")
+    return cell["metadata"]["nbgrader"]["grade_id"]
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     """A course copy after `import`, `autograde`, `feedback` and `export` for every unit."""
@@ -49,6 +75,8 @@ def course(tmp_path_factory) -> Path:
         inbox = tmp_path_factory.mktemp(f"lms_{unit}")
         shutil.copy(ROOT / "solutions" / unit / f"{unit}.ipynb", inbox / "alice.ipynb")
         shutil.copy(ROOT / "exercises" / unit / f"{unit}.ipynb", inbox / "bob.ipynb")
+        if unit == UNITS[0]:
+            _copying(ROOT / "solutions" / unit / f"{unit}.ipynb", inbox / "carol.ipynb")
         (inbox / "not a valid id.ipynb").write_text("{}")
         assert main(["--course", str(course), "import", unit, str(inbox)]) == 0
     unsafe = [] if SANDBOX else [UNSAFE_FLAG]
@@ -68,7 +96,7 @@ def _scores(course: Path, unit: str, student: str) -> dict[str, tuple[float, flo
 def test_import_uses_the_lms_file_names(course):
     for unit in UNITS:
         students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{unit}"))
-        assert students == ["alice", "bob"], f"{unit}: imported {students}"
+        assert students == ["alice", "bob"] + (["carol"] if unit == UNITS[0] else []), f"{unit}: imported {students}"
         assert (course / "submitted" / "alice" / unit / "timestamp.txt").exists()
 
 
@@ -77,7 +105,8 @@ def test_solution_scores_full_marks_without_review_flags(course, unit):
     scores = _scores(course, unit, "alice")
     assert scores and all(score == most for score, most in scores.values()), f"{unit}: {scores}"
     log = json.loads((course / "autograded" / "alice" / unit / LOG_NAME).read_text())
-    assert all(not entry["flags"] for entry in log), f"{unit}: honest solution flagged {log[0]['flags']}"
+    flags = [f for entry in log for f in entry["flags"] if not f.startswith("copy of course_utils.")]
+    assert not flags, f"{unit}: honest solution flagged {flags}"
 
 
 @pytest.mark.parametrize("unit", UNITS)
@@ -102,10 +131,19 @@ def test_feedback_hides_hidden_tests_but_names_failures(course, unit):
 
 def test_export_has_every_unit_and_review_flags(course):
     rows = list(csv.DictReader((course / "grades.csv").open()))
-    assert {(r["assignment"], r["student_id"]) for r in rows} == {(u, s) for u in UNITS for s in ("alice", "bob")}
+    assert {(r["assignment"], r["student_id"]) for r in rows} == {(u, s) for u in UNITS for s in ("alice", "bob", "carol")}
     assert all("review_flags" in r for r in rows)
     assert all(float(r["score"]) > 0 for r in rows if r["student_id"] == "alice")
     assert all(float(r["score"]) == 0 for r in rows if r["student_id"] == "bob")
+
+
+def test_copying_from_the_library_is_flagged_in_the_grades(course, tmp_path):
+    grade_id = _copying(ROOT / "solutions" / UNITS[0] / f"{UNITS[0]}.ipynb", tmp_path / "carol.ipynb")
+    module, name, _ = _library_function()
+    row = next(r for r in csv.DictReader((course / "grades.csv").open()) if r["student_id"] == "carol")
+    flags = row["review_flags"].split("; ")
+    assert f"imports {module}@{grade_id}" in flags, flags
+    assert f"copy of {module}.{name} (1.00)@{grade_id}" in flags, flags
 
 
 def test_refuses_without_a_sandbox_and_names_the_flag(course, capsys):

@@ -1,9 +1,10 @@
-"""Execute one submission's cells inside the grading sandbox (``python -I -B -m course_utils.sandbox_runner``).
+"""Execute one submission's cells inside the grading sandbox (``python -I -B /grader/runner.py``).
 
-The only course code that runs next to student code. ``course_utils.sandbox`` sends the cells one
-at a time over stdin (so later tests are not in this process while earlier student code runs) and
-reads back one record per cell, whose verdict ``seq|index|status|value`` is signed with a per-run
-key; it alone decides the points (no verified ``pass`` record for a test cell: 0 points).
+The only grader code that runs next to student code, and the only grader file the sandbox shows:
+a standalone script (standard library only, nothing from ``grader``). ``grader.sandbox`` sends
+the cells one at a time over stdin (so later tests are not in this process while earlier student
+code runs) and reads back one record per cell, whose verdict ``seq|index|status|value`` is signed
+with a per-run key; it alone decides the points (no verified ``pass`` record for a test: 0 points).
 
 No IPython: cells run with ``exec``, so input transformers, ``get_ipython`` and magics do not
 exist (magic lines in answer cells are blanked). Before each of its own steps and before each test
@@ -12,9 +13,10 @@ the runner restores the functions, classes and submodules of guarded modules (``
 it uses itself), ``sys.modules``, the names setup and test cells bound, and clears trace functions,
 signal handlers, itimers and ``gc.callbacks``; after a test it checks the same, and that no thread
 or torch function/dispatch mode is active: a test run with tampered guards scores 0. An audit hook
-blocks new audit hooks and writes to tested functions' ``__code__``/``__defaults__``. All of it is
-in-process: it defeats ``tests/test_sandbox_attacks.py``, not a student who reverse-engineers this
-file (see the README's threat model).
+blocks new audit hooks, writes to tested functions' ``__code__``/``__defaults__``, and setting a
+trace or profile function from any code but this file's and ``course_utils/guard.py``'s. All of it
+is in-process: it defeats ``tests/grader/test_sandbox_attacks.py``, not a student who
+reverse-engineers this file (see the README's threat model).
 """
 from __future__ import annotations
 
@@ -45,7 +47,8 @@ _GUARDED_PREFIXES = ("torch.nn.", "torch.testing.", "torch.autograd.", "torch.fu
 # own ``step`` the first time it is instantiated, which is legitimate and would look like tampering.
 _CLASS_ROOTS = ("torch", "numpy", "course_utils", "builtins", "json", "__main__")
 _CLASS_SKIP = ("torch.optim",)
-_PREIMPORT = ("math", "torch", "torch.testing", "numpy", "numpy.testing", "course_utils.checks", "tqdm")
+_PREIMPORT = ("math", "torch", "torch.testing", "numpy", "numpy.testing", "course_utils.checks", "course_utils.guard",
+              "tqdm")
 _NOT_GUARDED_KEYS = {"__warningregistry__", "__doc__", "__file__", "__cached__", "__loader__", "__spec__",
                      "__package__", "__path__", "__name__", "__annotations__"}
 _MAGIC = re.compile(r"^(\s*)(%|!)")
@@ -57,15 +60,29 @@ class CellTimeout(BaseException):
 
 
 _GUARDED_FUNCTIONS: set[int] = set()  # ids of the functions the snapshot holds (so the ids stay valid)
+_TRACE_EVENTS = frozenset({"sys.settrace", "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads"})
 
 
-def _audit(event, args, _guarded=_GUARDED_FUNCTIONS, _id=id, _error=PermissionError):
-    # Defaults bind what the hook needs: writes to __defaults__ are among what it blocks.
-    if event == "sys.addaudithook":
-        raise _error("the grader does not allow audit hooks")
-    if (event == "object.__setattr__" or event == "object.__delattr__") and _id(args[0]) in _guarded \
-            and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
-        raise _error("the grader does not allow changing the " + args[1] + " of a function the tests use")
+def _auditor(tracers):
+    """The audit hook; ``tracers`` (read-only, bound here, named nowhere else) maps ``id(code)`` to
+    ``(code, its module's globals)`` for the only callers that may set trace and profile functions."""
+
+    def audit(event, args, _guarded=_GUARDED_FUNCTIONS, _tracing=_TRACE_EVENTS, _tracers=tracers, _frame=sys._getframe,
+              _id=id, _error=PermissionError):
+        # Defaults bind what the hook needs: writes to __defaults__ are among what it blocks.
+        if event == "sys.addaudithook":
+            raise _error("the grader does not allow audit hooks")
+        if event in _tracing:  # frame 0 is this hook; sys.setprofile and functools.partial are C: no frame
+            caller = _frame(1)
+            trusted = _tracers.get(_id(caller.f_code))
+            if trusted is None or trusted[1] is not caller.f_globals:
+                raise _error("the grader does not allow " + event + " here: only course_utils.guard may set one")
+        if (event == "object.__setattr__" or event == "object.__delattr__") and _id(args[0]) in _guarded \
+                and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
+            raise _error("the grader does not allow changing the " + args[1] + " of a function the tests use")
+
+    _GUARDED_FUNCTIONS.add(id(audit))  # kept alive by the interpreter's list of hooks
+    return audit
 
 
 def _guarded_module(name: str) -> bool:
@@ -89,6 +106,48 @@ def _library_wrapper(new, old) -> bool:
     code = getattr(new, "__code__", None)
     return getattr(new, "__wrapped__", None) is old and isinstance(code, types.CodeType) \
         and os.path.realpath(code.co_filename).startswith(_TRUSTED_DIRS)
+
+
+def _code_from(namespace: dict, real_file: str) -> list[types.CodeType]:
+    """The code objects compiled from ``real_file`` that the functions and classes of ``namespace`` hold."""
+    found, todo, seen, real = [], list(namespace.values()), set(), {}
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or obj is None:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, types.CodeType):
+            if real.setdefault(obj.co_filename, os.path.realpath(obj.co_filename)) == real_file:
+                found.append(obj)
+                todo += [c for c in obj.co_consts if isinstance(c, types.CodeType)]
+        elif isinstance(obj, types.FunctionType):  # and what a decorator wrapped (contextlib.contextmanager)
+            todo += [obj.__code__, getattr(obj, "__wrapped__", None)]
+        elif isinstance(obj, (staticmethod, classmethod)):
+            todo.append(obj.__func__)
+        elif isinstance(obj, property):
+            todo += [obj.fget, obj.fset, obj.fdel]
+        elif isinstance(obj, type) and obj.__dict__.get("__module__") == namespace.get("__name__"):
+            todo += list(vars(obj).values())
+    return found
+
+
+def _trusted_tracers() -> types.MappingProxyType:
+    """The code that may set trace and profile functions: this file's and ``course_utils/guard.py``'s only
+    (real paths resolved now, before any student code; each code object in its own module's globals), and
+    ``threading``'s where a new thread copies the one set by ``threading.setprofile``/``settrace``."""
+    tracers: dict[int, tuple] = {}
+    sources = [(globals(), os.path.realpath(__file__))]
+    package = sys.modules.get("course_utils")
+    guard = sys.modules.get("course_utils.guard")
+    if package is not None and guard is not None and getattr(package, "__file__", None):
+        real = os.path.realpath(os.path.join(os.path.dirname(package.__file__), "guard.py"))
+        if os.path.realpath(getattr(guard, "__file__", "") or "") == real:
+            sources.append((vars(guard), real))
+    for namespace, real in sources:
+        tracers.update((id(code), (code, namespace)) for code in _code_from(namespace, real))
+    bootstrap = threading.Thread._bootstrap_inner.__code__
+    tracers[id(bootstrap)] = (bootstrap, vars(threading))
+    return types.MappingProxyType(tracers)
 
 
 class Guard:
@@ -205,10 +264,12 @@ class _Capture(io.StringIO):
     """A size-capped text sink standing in for sys.stdout / sys.stderr during a cell."""
 
     def write(self, text) -> int:
+        """Keep up to the limit; count (and drop) the rest."""
         text = str(text)
         return super().write(text[: max(0, _OUTPUT_LIMIT - self.tell())]) if self.tell() < _OUTPUT_LIMIT else len(text)
 
     def value(self) -> str:
+        """What was kept, marked when output was dropped."""
         return self.getvalue() + ("\n[output truncated]" if self.tell() >= _OUTPUT_LIMIT else "")
 
 
@@ -369,7 +430,7 @@ def serve(inbox: int, outbox: int) -> None:
     pid = os.getpid()
     send = _sender(key, outbox, pid)
     del key
-    sys.addaudithook(_audit)
+    sys.addaudithook(_auditor(_trusted_tracers()))
     guard = Guard()
     restore = guard.restore  # bound now: a later patch of the class does not reach this loop
     namespace = {"__name__": "__main__", "__builtins__": builtins, "display": _display}

@@ -1,0 +1,146 @@
+"""The instructor's commands, ``python -m grader`` (run from the course root, or pass ``--course``).
+
+    python -m grader import UNIT FOLDER     # FOLDER/alice.ipynb -> submitted/alice/UNIT/UNIT.ipynb
+    python -m grader autograde [UNIT ...]   # every submission, in parallel, sandboxed (grader.autograde)
+    python -m grader feedback [UNIT ...]    # nbgrader generate_feedback, then a leak check
+    python -m grader export [--to FILE]     # nbgrader export plus a review_flags column
+
+They work on nbgrader's own folders and gradebook, so the formgrader and stock ``nbgrader
+generate_feedback`` / ``export`` keep working next to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import html
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+
+from grader.autograde import LOG_NAME, STUDENT_ID, autograde, load_course, nbgrader_command, trusted_notebook
+from grader.plan import cell_text, cells, hidden_lines, nbgrader_meta
+from grader.sandbox import UNSAFE_FLAG, Limits, SandboxUnavailable
+
+
+def import_submissions(course: Path, unit: str, folder: Path) -> list[str]:
+    """Copy ``folder/<student_id>.ipynb`` to ``submitted/<student_id>/<unit>/<notebook>.ipynb``."""
+    coursedir = load_course(course)
+    names = sorted(Path(coursedir.format_path(coursedir.source_directory, ".", unit)).glob("*.ipynb"))
+    if len(names) != 1:
+        raise ValueError(f"{unit}: import needs a unit with exactly one notebook, found {len(names)}")
+    imported = []
+    for path in sorted(Path(folder).glob("*.ipynb")):
+        if not STUDENT_ID.match(path.stem):
+            print(f"skipping {path.name}: not a valid student id", file=sys.stderr)
+            continue
+        dest = Path(coursedir.format_path(coursedir.submitted_directory, path.stem, unit))
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest / names[0].name)
+        stamp = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+        (dest / "timestamp.txt").write_text(stamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+        imported.append(path.stem)
+    return imported
+
+
+def feedback(course: Path, units: list[str]) -> list[str]:
+    """Run ``nbgrader generate_feedback`` per unit; delete (and return) any page quoting hidden tests.
+
+    A hidden-test line counts as quoted unless the release or the student's own answers contain it.
+    """
+    coursedir = load_course(course)
+    leaked = []
+    for unit in units:
+        if not glob.glob(coursedir.format_path(coursedir.autograded_directory, "*", unit)):
+            print(f"{unit}: nothing autograded yet, no feedback")
+            continue
+        nbgrader_command(course, "generate_feedback", unit, "--force")
+        source = Path(coursedir.format_path(coursedir.source_directory, ".", unit))
+        release = Path(coursedir.format_path(coursedir.release_directory, ".", unit))
+        hidden = {nb.stem: hidden_lines(trusted_notebook(nb), trusted_notebook(release / nb.name)) for nb in source.glob("*.ipynb")}
+        for page in glob.glob(os.path.join(coursedir.format_path(coursedir.feedback_directory, "*", unit), "*.html")):
+            page = Path(page)
+            graded = Path(coursedir.format_path(coursedir.autograded_directory, page.parts[-3], unit)) / f"{page.stem}.ipynb"
+            own = "\n".join(cell_text(c) or "" for c in cells(trusted_notebook(graded)) if nbgrader_meta(c).get("solution")) \
+                if graded.exists() else ""
+            plain = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+            if any(line in plain and line not in own for line in hidden.get(page.stem, [])):
+                page.unlink()
+                leaked.append(str(page))
+    return leaked
+
+
+def export(course: Path, to: Path) -> Path:
+    """``nbgrader export`` to ``to``, plus a ``review_flags`` column from the autograde logs."""
+    coursedir = load_course(course)
+    nbgrader_command(course, "export", "--to", str(to))
+    rows = list(csv.DictReader(to.open(newline="")))
+    for row in rows:
+        log = Path(coursedir.format_path(coursedir.autograded_directory, row["student_id"], row["assignment"])) / LOG_NAME
+        found = [f for entry in (json.loads(log.read_text()) if log.exists() else []) for f in entry["flags"]]
+        row["review_flags"] = "; ".join(found)
+    if rows:
+        with to.open("w", newline="") as out:
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return to
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line (``--help`` lists the options), run the command; return the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--course", type=Path, default=Path.cwd(), help="course root (default: here)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    imp = sub.add_parser("import", help="copy FOLDER/<student_id>.ipynb into submitted/")
+    imp.add_argument("unit")
+    imp.add_argument("folder", type=Path)
+    ag = sub.add_parser("autograde", help="grade submissions in the sandbox")
+    ag.add_argument("units", nargs="*")
+    ag.add_argument("--student", action="append", help="only this student (repeatable)")
+    ag.add_argument("--workers", type=int, help="parallel submissions (default: one per core)")
+    ag.add_argument("--cell-timeout", type=float, default=600.0)
+    ag.add_argument("--timeout", type=float, default=1800.0, help="seconds per submission")
+    ag.add_argument("--memory-mb", type=int, default=8192, help="address space per process")
+    ag.add_argument("--no-force", action="store_true", help="skip submissions already autograded")
+    ag.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
+                    help="run student code WITHOUT the sandbox (only inside a throwaway VM or container)")
+    ag.add_argument("--bwrap", help=argparse.SUPPRESS)
+    fb = sub.add_parser("feedback", help="generate feedback HTML without hidden tests")
+    fb.add_argument("units", nargs="+")
+    ex = sub.add_parser("export", help="grades CSV with a review_flags column")
+    ex.add_argument("--to", type=Path, default=Path("grades.csv"))
+    args = parser.parse_args(argv)
+    course = args.course.resolve()
+    warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
+    if args.command == "import":
+        print(f"imported {len(import_submissions(course, args.unit, args.folder))} submissions of {args.unit}")
+    elif args.command == "autograde":
+        limits = Limits(cell_timeout=args.cell_timeout, timeout=args.timeout, memory_mb=args.memory_mb)
+        started = time.monotonic()
+        try:
+            graded = autograde(course, args.units, args.student, workers=args.workers, limits=limits,
+                               sandbox=not args.unsafe, force=not args.no_force, bwrap=args.bwrap)
+        except SandboxUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"graded {len(graded)} notebooks in {time.monotonic() - started:.1f} s")
+    elif args.command == "feedback":
+        leaked = feedback(course, args.units)
+        for page in leaked:
+            print(f"error: removed {page}: it quoted hidden test code", file=sys.stderr)
+        return 1 if leaked else 0
+    else:
+        print(f"wrote {export(course, args.to.resolve() if not args.to.is_absolute() else args.to)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
