@@ -27,7 +27,8 @@ from pathlib import Path
 
 from grader.plan import Part, autograded_notebook, hidden_lines, plan, score, splice
 from grader.review import LibraryIndex, library_index, review_flags
-from grader.sandbox import UNSAFE_FLAG, Limits, RunResult, SandboxUnavailable, run_cells, sandbox_problem
+from grader.sandbox import UNSAFE_FLAG, Limits, SandboxUnavailable, sandbox_problem
+from grader.session import RunResult, run_cells
 
 LOG_NAME = "autograde.log"  # nbgrader's ignore list holds "*.log": feedback never copies it to students
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,99}$")
@@ -59,9 +60,19 @@ def load_course(course: Path):
     return coursedir
 
 
-def grade_notebook(student: str, name: str, parts: list[Part], release_nb: dict, submitted: dict | None,
-                   limits: Limits, files_dir: str | None, sandbox: bool, forbidden: list[str], bwrap: str | None,
-                   library: LibraryIndex | None = None) -> Graded:
+def grade_notebook(
+    student: str,
+    name: str,
+    parts: list[Part],
+    release_nb: dict,
+    submitted: dict | None,
+    limits: Limits,
+    files_dir: str | None,
+    sandbox: bool,
+    forbidden: list[str],
+    bwrap: str | None,
+    library: LibraryIndex | None = None,
+) -> Graded:
     """Splice, run in the sandbox, score and flag one student's notebook (thread-safe; touches no files).
 
     ``library`` is the course library as ``grader.review.library_index`` reads it (read when not given).
@@ -82,8 +93,15 @@ def grade_notebook(student: str, name: str, parts: list[Part], release_nb: dict,
     return graded
 
 
-def _save(gb, coursedir, unit: str, student: str, results: list[Graded], release: dict[str, dict],
-          hidden: dict[str, list[str]]) -> None:
+def _save(
+    gb,
+    coursedir,
+    unit: str,
+    student: str,
+    results: list[Graded],
+    release: dict[str, dict],
+    hidden: dict[str, list[str]],
+) -> None:
     """Write autograded/<student>/<unit>/ and the grades into the open gradebook ``gb``, as stock
     ``nbgrader autograde`` does."""
     from nbformat import from_dict
@@ -126,18 +144,35 @@ def _save(gb, coursedir, unit: str, student: str, results: list[Graded], release
         path.write_text(writes(nb), encoding="utf-8")  # built here from trusted parts: skip re-validation
         path.chmod(0o444)
         if late:  # nbgrader's own late-penalty step, with its configured plugin
-            resources = {"nbgrader": {"notebook": graded.notebook, "assignment": unit, "student": student,
-                                      "db_url": coursedir.db_url}}
+            resources = {
+                "nbgrader": {
+                    "notebook": graded.notebook,
+                    "assignment": unit,
+                    "student": student,
+                    "db_url": coursedir.db_url,
+                }
+            }
             AssignLatePenalties(config=coursedir.config).preprocess(nb, resources)
     (dest / LOG_NAME).write_text(json.dumps([_log(g) for g in results], indent=1))
 
 
 def _log(graded: Graded) -> dict:
     run = graded.run
-    return {"student": graded.student, "notebook": graded.notebook, "scores": graded.scores, "flags": graded.flags,
-            "outcome": run.outcome, "detail": run.detail, "seconds": round(run.seconds, 2), "forged_lines": run.forged,
-            "cells": {i: {k: r.get(k) for k in ("grade_id", "status", "ename", "evalue", "traceback")}
-                      for i, r in run.records.items()}, "stderr": run.stderr}
+    return {
+        "student": graded.student,
+        "notebook": graded.notebook,
+        "scores": graded.scores,
+        "flags": graded.flags,
+        "outcome": run.outcome,
+        "detail": run.detail,
+        "seconds": round(run.seconds, 2),
+        "forged_lines": run.forged,
+        "cells": {
+            i: {k: r.get(k) for k in ("grade_id", "status", "ename", "evalue", "traceback")}
+            for i, r in run.records.items()
+        },
+        "stderr": run.stderr,
+    }
 
 
 def _data_files(coursedir, source_dir: Path) -> list[Path]:
@@ -146,9 +181,18 @@ def _data_files(coursedir, source_dir: Path) -> list[Path]:
     return [Path(p) for p in find_all_files(str(source_dir), coursedir.ignore + ["*.ipynb"])]
 
 
-def autograde(course: Path, units: list[str] | None = None, students: list[str] | None = None, *,
-              workers: int | None = None, limits: Limits | None = None, sandbox: bool = True,
-              force: bool = True, bwrap: str | None = None, log=print) -> list[Graded]:
+def autograde(
+    course: Path,
+    units: list[str] | None = None,
+    students: list[str] | None = None,
+    *,
+    workers: int | None = None,
+    limits: Limits | None = None,
+    sandbox: bool = True,
+    force: bool = True,
+    bwrap: str | None = None,
+    log=print,
+) -> list[Graded]:
     """Grade every submission of ``units`` (default: all with submissions) in parallel; return results.
 
     Raises ``SandboxUnavailable`` when ``sandbox`` is on and no sandbox can be created.
@@ -164,7 +208,8 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
             raise SandboxUnavailable(
                 f"cannot create the grading sandbox: {problem}. Refusing to run untrusted student code with "
                 f"your rights. Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or grade inside a "
-                f"throwaway VM with {UNSAFE_FLAG}.")
+                f"throwaway VM with {UNSAFE_FLAG}."
+            )
     source_root = Path(coursedir.format_path(coursedir.source_directory, ".", ".")).resolve()
     units = units or sorted(p.name for p in source_root.iterdir() if p.is_dir() and _submissions(coursedir, p.name))
     if not workers:
@@ -191,9 +236,20 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
                 if not force and Path(coursedir.format_path(coursedir.autograded_directory, student, unit)).exists():
                     continue
                 for name in names:
-                    future = pool.submit(grade_notebook, student, name, parts[name], release[name],
-                                         _read(student_dir / f"{name}.ipynb"), limits, files_dir, sandbox, forbidden,
-                                         bwrap, library)
+                    future = pool.submit(
+                        grade_notebook,
+                        student,
+                        name,
+                        parts[name],
+                        release[name],
+                        _read(student_dir / f"{name}.ipynb"),
+                        limits,
+                        files_dir,
+                        sandbox,
+                        forbidden,
+                        bwrap,
+                        library,
+                    )
                     jobs[future] = (unit, student, release, hidden, len(names))
         done: dict[tuple, list[Graded]] = {}
         gb = Gradebook(coursedir.db_url, coursedir.course_id)  # one connection for every save
@@ -212,8 +268,10 @@ def autograde(course: Path, units: list[str] | None = None, students: list[str] 
                 continue
             for g in batch:
                 total, most = sum(v or 0 for v in g.scores.values()), sum(p.points for p in g.parts if p.role == "test")
-                log(f"{unit:20} {student:20} {total:5.1f}/{most:<5.1f} {g.run.seconds:6.1f} s  {g.run.outcome}"
-                    + (f"  review: {', '.join(g.flags)}" if g.flags else ""))
+                log(
+                    f"{unit:20} {student:20} {total:5.1f}/{most:<5.1f} {g.run.seconds:6.1f} s  {g.run.outcome}"
+                    + (f"  review: {', '.join(g.flags)}" if g.flags else "")
+                )
             results += batch
         gb.close()
     if failures:
@@ -269,9 +327,12 @@ def _ensure_gradebook(coursedir, unit: str, course: Path) -> None:
 def nbgrader_command(course: Path, *args: str) -> None:
     """Run ``nbgrader ARGS`` in ``course`` with this environment's tools; raise with its output if it fails."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    done = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=course, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-
-

@@ -18,6 +18,7 @@ trace or profile function from any code but this file's and ``course_utils/guard
 is in-process: it defeats ``tests/grader/test_sandbox_attacks.py``, not a student who
 reverse-engineers this file (see the README's threat model).
 """
+
 from __future__ import annotations
 
 import ast
@@ -37,20 +38,80 @@ import types
 from _hashlib import hmac_digest as _hmac_digest
 
 _MISSING = object()
-_GUARDED_EXACT = {"builtins", "math", "cmath", "operator", "numbers", "torch", "numpy", "os", "posix", "json",
-                  "json.encoder", "json.decoder", "json.scanner", "signal", "gc", "threading", "traceback", "time",
-                  "io", "types", "ast", "resource", "re", "_hashlib", __name__}
-_GUARDED_PREFIXES = ("torch.nn.", "torch.testing.", "torch.autograd.", "torch.functional", "torch._tensor",
-                     "torch.linalg", "torch.random", "numpy.testing.", "numpy.core.", "numpy._core.", "numpy.linalg",
-                     "course_utils.", "torch.optim.")
+_GUARDED_EXACT = {
+    "builtins",
+    "math",
+    "cmath",
+    "operator",
+    "numbers",
+    "torch",
+    "numpy",
+    "os",
+    "posix",
+    "json",
+    "json.encoder",
+    "json.decoder",
+    "json.scanner",
+    "signal",
+    "gc",
+    "threading",
+    "traceback",
+    "time",
+    "io",
+    "types",
+    "ast",
+    "resource",
+    "re",
+    "_hashlib",
+    "torch._C",
+    "torch._C._nn",
+    "torch._VF",
+    "torch.nested",
+    "sacrebleu",
+    __name__,
+}
+_GUARDED_PREFIXES = (
+    "torch.nn.",
+    "torch.testing.",
+    "torch.autograd.",
+    "torch.functional",
+    "torch._tensor",
+    "torch.linalg",
+    "torch.random",
+    "numpy.testing.",
+    "numpy.core.",
+    "numpy._core.",
+    "numpy.linalg",
+    "course_utils.",
+    "torch.optim.",
+    "sacrebleu.",
+)
 # Classes whose dictionaries are snapshotted. torch.optim is left out: an optimizer class wraps its
 # own ``step`` the first time it is instantiated, which is legitimate and would look like tampering.
-_CLASS_ROOTS = ("torch", "numpy", "course_utils", "builtins", "json", "__main__")
+_CLASS_ROOTS = ("torch", "numpy", "course_utils", "builtins", "json", "sacrebleu", "__main__")
 _CLASS_SKIP = ("torch.optim",)
-_PREIMPORT = ("math", "torch", "torch.testing", "numpy", "numpy.testing", "course_utils.checks", "course_utils.guard",
-              "tqdm")
-_NOT_GUARDED_KEYS = {"__warningregistry__", "__doc__", "__file__", "__cached__", "__loader__", "__spec__",
-                     "__package__", "__path__", "__name__", "__annotations__"}
+_PREIMPORT = (
+    "math",
+    "torch",
+    "torch.testing",
+    "numpy",
+    "numpy.testing",
+    "course_utils.checks",
+    "course_utils.guard",
+    "tqdm",
+)
+_NOT_GUARDED_KEYS = {
+    "__warningregistry__",
+    "__doc__",
+    "__file__",
+    "__cached__",
+    "__loader__",
+    "__spec__",
+    "__package__",
+    "__path__",
+    "__name__",
+    "__annotations__",
+}
 _MAGIC = re.compile(r"^(\s*)(%|!)")
 _OUTPUT_LIMIT = 20_000
 
@@ -67,8 +128,16 @@ def _auditor(tracers):
     """The audit hook; ``tracers`` (read-only, bound here, named nowhere else) maps ``id(code)`` to
     ``(code, its module's globals)`` for the only callers that may set trace and profile functions."""
 
-    def audit(event, args, _guarded=_GUARDED_FUNCTIONS, _tracing=_TRACE_EVENTS, _tracers=tracers, _frame=sys._getframe,
-              _id=id, _error=PermissionError):
+    def audit(
+        event,
+        args,
+        _guarded=_GUARDED_FUNCTIONS,
+        _tracing=_TRACE_EVENTS,
+        _tracers=tracers,
+        _frame=sys._getframe,
+        _id=id,
+        _error=PermissionError,
+    ):
         # Defaults bind what the hook needs: writes to __defaults__ are among what it blocks.
         if event == "sys.addaudithook":
             raise _error("the grader does not allow audit hooks")
@@ -77,8 +146,11 @@ def _auditor(tracers):
             trusted = _tracers.get(_id(caller.f_code))
             if trusted is None or trusted[1] is not caller.f_globals:
                 raise _error("the grader does not allow " + event + " here: only course_utils.guard may set one")
-        if (event == "object.__setattr__" or event == "object.__delattr__") and _id(args[0]) in _guarded \
-                and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
+        if (
+            (event == "object.__setattr__" or event == "object.__delattr__")
+            and _id(args[0]) in _guarded
+            and args[1] in ("__code__", "__defaults__", "__kwdefaults__")
+        ):
             raise _error("the grader does not allow changing the " + args[1] + " of a function the tests use")
 
     _GUARDED_FUNCTIONS.add(id(audit))  # kept alive by the interpreter's list of hooks
@@ -104,8 +176,11 @@ _TRUSTED_DIRS = tuple(os.path.realpath(p) + os.sep for p in {sys.prefix, sys.bas
 def _library_wrapper(new, old) -> bool:
     """A library's own wrapper of the original (torch._dynamo wraps ``torch.manual_seed`` on import)."""
     code = getattr(new, "__code__", None)
-    return getattr(new, "__wrapped__", None) is old and isinstance(code, types.CodeType) \
+    return (
+        getattr(new, "__wrapped__", None) is old
+        and isinstance(code, types.CodeType)
         and os.path.realpath(code.co_filename).startswith(_TRUSTED_DIRS)
+    )
 
 
 def _code_from(namespace: dict, real_file: str) -> list[types.CodeType]:
@@ -157,8 +232,9 @@ class Guard:
         self.modules: dict[str, tuple[types.ModuleType, dict]] = {}
         self.classes: dict[type, dict] = {}
         self.protected: dict[str, object] = {}
-        self.handlers = {s: signal.getsignal(s) for s in signal.valid_signals()
-                         if s not in (signal.SIGKILL, signal.SIGSTOP)}
+        self.handlers = {
+            s: signal.getsignal(s) for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)
+        }
         self.builtins_dict, self.builtins_saved = vars(builtins), dict(vars(builtins))
         self.extend()
 
@@ -187,8 +263,12 @@ class Guard:
             current = vars(module)
             for key, value in saved.items():
                 new = current.get(key, _MISSING)
-                if key not in _NOT_GUARDED_KEYS and new is not value and (_code_like(value) or key == "__builtins__") \
-                        and (fix or not _library_wrapper(new, value)):
+                if (
+                    key not in _NOT_GUARDED_KEYS
+                    and new is not value
+                    and (_code_like(value) or key == "__builtins__")
+                    and (fix or not _library_wrapper(new, value))
+                ):
                     bad.append(f"{name}.{key}")
                     if fix:
                         current[key] = value
@@ -220,12 +300,16 @@ class Guard:
 
     def _runtime(self) -> list[str]:
         torch = sys.modules.get("torch")
-        checks = {"a trace or profile function": sys.gettrace() is not None or sys.getprofile() is not None,
-                  "background threads": len(sys._current_frames()) > 1, "gc callbacks": bool(gc.callbacks),
-                  "an active torch function or dispatch mode": torch is not None and bool(
-                      torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack())}
+        checks = {
+            "a trace or profile function": sys.gettrace() is not None or sys.getprofile() is not None,
+            "background threads": len(sys._current_frames()) > 1,
+            "gc callbacks": bool(gc.callbacks),
+            "an active torch function or dispatch mode": torch is not None
+            and bool(torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack()),
+        }
         return [name for name, bad in checks.items() if bad] + [
-            f"handler of {signal.Signals(s).name}" for s, h in self.handlers.items() if signal.getsignal(s) != h]
+            f"handler of {signal.Signals(s).name}" for s, h in self.handlers.items() if signal.getsignal(s) != h
+        ]
 
     def restore(self) -> None:
         """Reset everything guarded to its snapshot (builtins first, with dict operations only)."""
@@ -250,7 +334,9 @@ class Guard:
         """What differs from the snapshot now, plus runtime state a test must not run under."""
         extra = [k for k in self.builtins_dict if k not in self.builtins_saved]
         changed = [k for k, v in self.builtins_saved.items() if self.builtins_dict.get(k, _MISSING) is not v]
-        return [f"builtins.{k}" for k in changed + extra] + self._modules(False) + self._classes(False) + self._runtime()
+        return (
+            [f"builtins.{k}" for k in changed + extra] + self._modules(False) + self._classes(False) + self._runtime()
+        )
 
     def test_namespace(self, namespace: dict) -> dict:
         """The namespace a test cell runs in: the shared one, with trusted names put back."""
@@ -302,7 +388,7 @@ def _safe(get) -> str:
 def _display(*objects, **kwargs) -> None:
     """Stand-in for IPython's ``display``: prints the repr of each object."""
     for obj in objects:
-        print(_safe(lambda: repr(obj))[:2000])
+        print(_safe(lambda obj=obj: repr(obj))[:2000])
 
 
 def _read_exact(fd: int, size: int, _read=os.read) -> bytes:
@@ -357,12 +443,18 @@ def execute(cell: list, guard: Guard, namespace: dict, cell_timeout: float, pid:
         elif value is not None:
             _display(value)
     except _Tampered as exc:
-        record.update(status="tampered", ename="GraderError", evalue="tampering detected: " + ", ".join(exc.args[0][:6]))
+        record.update(
+            status="tampered", ename="GraderError", evalue="tampering detected: " + ", ".join(exc.args[0][:6])
+        )
     except CellTimeout:
         record.update(status="timeout", ename="TimeoutError", evalue=f"the cell ran longer than {cell_timeout:g} s")
     except BaseException as exc:  # noqa: BLE001 - a failing cell is recorded, never fatal
-        record.update(status="error", ename=_safe(lambda e=exc: type(e).__name__), evalue=_safe(lambda e=exc: e)[:4000],
-                      traceback=_safe(lambda e=exc: "".join(traceback.format_exception(e)))[-8000:])
+        record.update(
+            status="error",
+            ename=_safe(lambda e=exc: type(e).__name__),
+            evalue=_safe(lambda e=exc: e)[:4000],
+            traceback=_safe(lambda e=exc: "".join(traceback.format_exception(e)))[-8000:],
+        )
     finally:
         if os.getpid() != pid:  # a forked child of student code ends here, before any runner work
             os._exit(0)
@@ -392,7 +484,7 @@ def _sender(key: bytes, outbox: int, pid: int):
             os._exit(0)
         line = f"{verdict}\t{_hmac_digest(key, verdict.encode(), 'sha256').hex()}\t{json.dumps(body)}\n".encode()
         while line:
-            line = line[os.write(outbox, line):]
+            line = line[os.write(outbox, line) :]
 
     return send
 
