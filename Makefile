@@ -11,6 +11,7 @@
 #   make lectures [LECTURES=lectures/NN_x.ipynb]  execute lectures in place for commit (authors)
 #   make bench [ISA=avx2|default|other]  time every lecture's "Run All"  (authors)
 #   make bench-grading  stock vs sandboxed autograding, seconds per submission   (authors)
+#   make format     format and lint-fix the Python files with ruff (pyproject.toml)   (authors)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -31,7 +32,7 @@ SUITE_ENV := $(OFFLINE) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 AUTOGRADE := $(OFFLINE) $(BIN)/python -m grader
 
-.PHONY: setup sandbox-tools datasets-tools lab test lectures exercises import autograde feedback grades bench bench-grading clean
+.PHONY: setup sandbox-tools datasets-tools lab test lectures exercises import autograde feedback grades bench bench-grading format lint clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -80,7 +81,16 @@ NBVAL := --nbval --nbval-sanitize-with tests/sanitize.cfg
 # AVX-512 CPU computes as an AVX2 one, an AVX2 CPU with ATen's baseline kernels, oneDNN at SSE4.1
 # and MKL in compatible mode), so an output that depends on the bits of the floating-point
 # hardware fails here, on the machine that made it, instead of on a student's laptop or a GPU.
-test: setup sandbox-tools datasets-tools
+# ruff's formatter and linter (settings in pyproject.toml) over every Python file; `make test` runs it first.
+lint: setup
+	$(BIN)/ruff format --check --quiet . || { echo "run 'make format' to format the Python files"; exit 1; }
+	$(BIN)/ruff check --quiet .
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: setup sandbox-tools datasets-tools lint
 	$(SUITE_ENV) $(REQUIRE) $(BIN)/python -m pytest -n 2 --dist loadscope $(NBVAL) lectures tests
 	@isa=$$($(BIN)/python tests/isa_env.py other); rc=$$?; \
 	if [ $$rc = 3 ]; then \

@@ -39,8 +39,10 @@ def pytest_collection_modifyitems(items):
             if path not in missing:
                 missing[path] = _missing_data(path)
             if missing[path]:
-                reason = (f"{os.path.basename(path)} was executed on {', '.join(missing[path])}, which is not "
-                          f"installed here (Debian: apt-get install dataset-fashion-mnist)")
+                reason = (
+                    f"{os.path.basename(path)} was executed on {', '.join(missing[path])}, which is not "
+                    f"installed here (Debian: apt-get install dataset-fashion-mnist)"
+                )
                 if os.environ.get("COURSE_REQUIRE_DATA") == "1":
                     raise pytest.UsageError(f"COURSE_REQUIRE_DATA=1 but {reason}")
                 item.add_marker(pytest.mark.skip(reason=reason))

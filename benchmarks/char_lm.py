@@ -41,7 +41,7 @@ from course_utils.taming import warmup_cosine, weight_decay_groups
 
 @dataclass
 class Recipe:
-    model: dict = field(default_factory=dict)   # GPTConfig fields other than vocab_size
+    model: dict = field(default_factory=dict)  # GPTConfig fields other than vocab_size
     batch_size: int = 12
     lr: float = 1e-3
     min_lr: float = 1e-4
@@ -49,7 +49,7 @@ class Recipe:
     betas: tuple[float, float] = (0.9, 0.99)
     weight_decay: float = 0.1
     grad_clip: float | None = 1.0
-    bf16: bool | str = False      # bf16 autocast: True, False or "auto" (only where the CPU has it natively)
+    bf16: bool | str = False  # bf16 autocast: True, False or "auto" (only where the CPU has it natively)
 
 
 NANOGPT_CPU = dict(block_size=64, num_layers=4, num_heads=4, d_model=128)
@@ -60,7 +60,8 @@ MODERN = dict(norm="rms", ffn="swiglu", position="rope")
 # SwiGLU and rotary positions (units 06-07); nanoGPT's context 64 and batch 12, since in a short
 # budget more updates beat bigger ones (context 128 and batch 16 lost by 0.14 nats/char on an AVX2
 # CPU); bf16 autocast only where the CPU has native bf16 (about 20% more characters per second on an
-# AVX-512 BF16 EPYC; emulated on an AVX2 CPU, it ran ~16x slower than fp32). The two intermediate recipes let `--steps` separate the optimiser from the architecture.
+# AVX-512 BF16 EPYC; emulated on an AVX2 CPU, it ran ~16x slower than fp32). The two intermediate recipes
+# let `--steps` separate the optimiser from the architecture.
 RECIPES = {
     "baseline": Recipe(model=NANOGPT_CPU),
     "baseline-lr3e-3": Recipe(model=NANOGPT_CPU, lr=3e-3, min_lr=3e-4),
@@ -70,7 +71,11 @@ RECIPES = {
     # and batch 16 in bf16 used the cores well; in fp32 on an AVX2 CPU it takes a third of the steps.
     "course-ctx128": Recipe(
         model=dict(NANOGPT_CPU, block_size=128, **MODERN),
-        batch_size=16, lr=3e-3, min_lr=3e-4, warmup_steps=50, bf16="auto",
+        batch_size=16,
+        lr=3e-3,
+        min_lr=3e-4,
+        warmup_steps=50,
+        bf16="auto",
     ),
 }
 
@@ -88,10 +93,10 @@ def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.AdamW:
 
 def random_batch(data: torch.Tensor, batch_size: int, block_size: int, generator: torch.Generator):
     """``batch_size`` random windows of ``data (N,)``: inputs and next-character targets, each ``(B, T)``."""
-    starts = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)       # (B,)
-    offsets = torch.arange(block_size)                                                            # (T,)
-    x = data[starts[:, None] + offsets]                                                           # (B, T)
-    y = data[starts[:, None] + offsets + 1]                                                       # (B, T)
+    starts = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)  # (B,)
+    offsets = torch.arange(block_size)  # (T,)
+    x = data[starts[:, None] + offsets]  # (B, T)
+    y = data[starts[:, None] + offsets + 1]  # (B, T)
     return x, y
 
 
@@ -101,19 +106,29 @@ def validation_loss(model: GPT, data: torch.Tensor, batch_size: int = 64) -> flo
     model.eval()
     block = model.config.block_size
     count = (len(data) - 1) // block
-    x = data[: count * block].view(count, block)                # (N, T)
-    y = data[1: count * block + 1].view(count, block)           # (N, T)
+    x = data[: count * block].view(count, block)  # (N, T)
+    y = data[1 : count * block + 1].view(count, block)  # (N, T)
     total = 0.0
     for start in range(0, count, batch_size):
-        logits = model(x[start:start + batch_size]).float()     # (b, T, V)
-        total += torch.nn.functional.cross_entropy(logits.flatten(0, 1), y[start:start + batch_size].flatten(),
-                                                   reduction="sum").item()
+        logits = model(x[start : start + batch_size]).float()  # (b, T, V)
+        total += torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), y[start : start + batch_size].flatten(), reduction="sum"
+        ).item()
     model.train()
     return total / (count * block)
 
 
-def train(name: str, recipe: Recipe, train_data: torch.Tensor, val_data: torch.Tensor, vocab_size: int,
-          seconds: float, seed: int = 0, steps: int | None = None, clock=time.perf_counter) -> float:
+def train(
+    name: str,
+    recipe: Recipe,
+    train_data: torch.Tensor,
+    val_data: torch.Tensor,
+    vocab_size: int,
+    seconds: float,
+    seed: int = 0,
+    steps: int | None = None,
+    clock=time.perf_counter,
+) -> float:
     """Train ``recipe`` for ``seconds`` of ``clock`` (or exactly ``steps`` steps, whatever the time:
     a comparison that does not depend on the machine); print its figures and return the validation loss."""
     bf16 = native_bf16("cpu") if recipe.bf16 == "auto" else bool(recipe.bf16)
@@ -142,9 +157,12 @@ def train(name: str, recipe: Recipe, train_data: torch.Tensor, val_data: torch.T
     wall = time.perf_counter() - wall_start
     val = validation_loss(model, val_data)
     tokens = step * recipe.batch_size * block
-    print(f"{name:>9}: {model.num_parameters() / 1e6:.2f} M parameters, {'bf16' if bf16 else 'fp32'}, {step} steps, "
-          f"{tokens / 1e6:.2f} M characters in {wall:.0f} s ({tokens / wall / 1e3:.1f} k char/s), "
-          f"last train loss {loss.item():.3f}, validation loss {val:.4f} nats/char", flush=True)
+    print(
+        f"{name:>9}: {model.num_parameters() / 1e6:.2f} M parameters, {'bf16' if bf16 else 'fp32'}, {step} steps, "
+        f"{tokens / 1e6:.2f} M characters in {wall:.0f} s ({tokens / wall / 1e3:.1f} k char/s), "
+        f"last train loss {loss.item():.3f}, validation loss {val:.4f} nats/char",
+        flush=True,
+    )
     return val
 
 
@@ -152,8 +170,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--text", help="UTF-8 text file (default: CPython's bundled documentation text)")
     parser.add_argument("--seconds", type=float, default=105.0, help="time budget per recipe")
-    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                        help="what --seconds counts: wall time (default) or this process's CPU time")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="what --seconds counts: wall time (default) or this process's CPU time",
+    )
     parser.add_argument("--steps", type=int, help="train each recipe for this many steps instead of --seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--recipes", nargs="+", default=["baseline", "course"], choices=sorted(RECIPES))
@@ -174,16 +196,21 @@ def main(argv: list[str] | None = None) -> None:
     stoi = {c: i for i, c in enumerate(chars)}
     train_text, val_text = train_val_split(text, 0.1)
     train_data = torch.tensor([stoi[c] for c in train_text], dtype=torch.long)  # (N_train,)
-    val_data = torch.tensor([stoi[c] for c in val_text], dtype=torch.long)      # (N_val,)
-    print(f"text: {source}, {len(text):,} characters, vocabulary {len(chars)}, "
-          f"{len(train_data):,} train / {len(val_data):,} validation; "
-          f"{f'{args.steps} steps' if args.steps else f'{args.seconds:g} {args.clock} s'} per recipe, "
-          f"{torch.get_num_threads()} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
-          f"native bf16: {native_bf16('cpu')}", flush=True)
+    val_data = torch.tensor([stoi[c] for c in val_text], dtype=torch.long)  # (N_val,)
+    print(
+        f"text: {source}, {len(text):,} characters, vocabulary {len(chars)}, "
+        f"{len(train_data):,} train / {len(val_data):,} validation; "
+        f"{f'{args.steps} steps' if args.steps else f'{args.seconds:g} {args.clock} s'} per recipe, "
+        f"{torch.get_num_threads()} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+        f"native bf16: {native_bf16('cpu')}",
+        flush=True,
+    )
 
     clock = time.perf_counter if args.clock == "wall" else time.process_time
-    losses = {name: train(name, RECIPES[name], train_data, val_data, len(chars), args.seconds, args.seed, args.steps,
-                          clock) for name in args.recipes}
+    losses = {
+        name: train(name, RECIPES[name], train_data, val_data, len(chars), args.seconds, args.seed, args.steps, clock)
+        for name in args.recipes
+    }
     if {"course", "baseline"} <= losses.keys():
         print(f"course={losses['course']:.4f} baseline={losses['baseline']:.4f}")
 

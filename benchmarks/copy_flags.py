@@ -90,7 +90,7 @@ def library_sources() -> list[tuple[str, str]]:
         for node in ast.parse(text).body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and f"{module}.{node.name}" in wanted:
                 start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                found.append((f"{module}.{node.name}", "".join(lines[start - 1: node.end_lineno])))
+                found.append((f"{module}.{node.name}", "".join(lines[start - 1 : node.end_lineno])))
     return found
 
 
@@ -115,14 +115,18 @@ def main() -> None:
             best = near_copies(make(source), index, 0.5)
             results.append((max((r for _, r in best), default=0.0), name))
         missed = [(r, n) for r, n in results if r < args.threshold]
-        print(f"\n{label} copies: {len(results) - len(missed)} of {len(results)} flagged; lowest similarities: "
-              + ", ".join(f"{n.split('.', 1)[1]} {r:.3f}" for r, n in sorted(results)[:5]))
+        print(
+            f"\n{label} copies: {len(results) - len(missed)} of {len(results)} flagged; lowest similarities: "
+            + ", ".join(f"{n.split('.', 1)[1]} {r:.3f}" for r, n in sorted(results)[:5])
+        )
     cells = [Part(i, "answer", name, src) for i, (name, src) in enumerate(honest_answers())]
     started = time.perf_counter()
     review_flags(cells, index)
     per_cell = (time.perf_counter() - started) / len(cells)
-    print(f"\nreview time: {1000 * per_cell:.1f} ms per answer cell "
-          f"({1000 * per_cell * len(cells) / len(set(n.split('/')[0] for n, _ in honest_answers())):.0f} ms per notebook)")
+    print(
+        f"\nreview time: {1000 * per_cell:.1f} ms per answer cell "
+        f"({1000 * per_cell * len(cells) / len(set(n.split('/')[0] for n, _ in honest_answers())):.0f} ms per notebook)"
+    )
 
 
 if __name__ == "__main__":

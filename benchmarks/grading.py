@@ -33,8 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(course: Path, *argv: str) -> float:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1",
-               MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONWARNINGS="ignore")
+    env = dict(
+        os.environ,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        PYTHONWARNINGS="ignore",
+    )
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", *argv], cwd=course, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
@@ -64,7 +71,9 @@ def bench_unit(unit: str, submissions: int, workdir: Path) -> dict[str, float]:
     }
     per_submission = {name: seconds / submissions for name, seconds in times.items()}
     per_submission["startup"] = startup
-    per_submission["steady speed-up"] = (times["hardened, 1 worker"] - startup) / (times["hardened, 2 workers"] - startup)
+    per_submission["steady speed-up"] = (times["hardened, 1 worker"] - startup) / (
+        times["hardened, 2 workers"] - startup
+    )
     return per_submission
 
 
@@ -74,18 +83,25 @@ def main() -> None:
     parser.add_argument("--submissions", type=int, default=12)
     args = parser.parse_args()
     print(f"{args.submissions} copies of each solution; {os.cpu_count()} CPU cores; seconds per submission")
-    print(f"{'unit':18} {'stock':>7} {'hardened':>9} {'no sandbox':>11} {'2 workers':>10} {'overhead':>9} "
-          f"{'speed-up':>9} {'start-up':>9} {'steady':>7}")
+    print(
+        f"{'unit':18} {'stock':>7} {'hardened':>9} {'no sandbox':>11} {'2 workers':>10} {'overhead':>9} "
+        f"{'speed-up':>9} {'start-up':>9} {'steady':>7}"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         for unit in args.units:
             t = bench_unit(unit, args.submissions, Path(tmp))
             overhead = t["hardened, 1 worker"] / t["stock"]
             speedup = t["hardened, 1 worker"] / t["hardened, 2 workers"]
-            print(f"{unit:18} {t['stock']:7.2f} {t['hardened, 1 worker']:9.2f} {t['unsandboxed, 1 worker']:11.2f} "
-                  f"{t['hardened, 2 workers']:10.2f} {overhead:8.2f}x {speedup:8.2f}x {t['startup']:8.2f}s "
-                  f"{t['steady speed-up']:6.2f}x", flush=True)
-    print("overhead = hardened (1 worker) / stock, target <= 1.2x; speed-up = throughput of 2 workers / 1, end to end;\n"
-          "start-up = the hardened command grading no one; steady = speed-up without it; target >= 1.8x")
+            print(
+                f"{unit:18} {t['stock']:7.2f} {t['hardened, 1 worker']:9.2f} {t['unsandboxed, 1 worker']:11.2f} "
+                f"{t['hardened, 2 workers']:10.2f} {overhead:8.2f}x {speedup:8.2f}x {t['startup']:8.2f}s "
+                f"{t['steady speed-up']:6.2f}x",
+                flush=True,
+            )
+    print(
+        "overhead = hardened (1 worker) / stock, target <= 1.2x; speed-up = throughput of 2 workers / 1, end to end;\n"
+        "start-up = the hardened command grading no one; steady = speed-up without it; target >= 1.8x"
+    )
 
 
 if __name__ == "__main__":

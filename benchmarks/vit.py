@@ -38,12 +38,13 @@ from course_utils.vit import ViT, ViTConfig
 
 @dataclass
 class Recipe:
-    model: dict = field(default_factory=lambda: dict(patch_size=4, d_model=64, num_layers=4, num_heads=4,
-                                                     mlp_ratio=2.0, init="default"))
+    model: dict = field(
+        default_factory=lambda: dict(patch_size=4, d_model=64, num_layers=4, num_heads=4, mlp_ratio=2.0, init="default")
+    )
     batch_size: int = 128
     lr: float = 2e-3
     weight_decay: float = 0.05
-    warmup: float = 0.03              # fraction of the budget
+    warmup: float = 0.03  # fraction of the budget
     label_smoothing: float = 0.0
     grad_clip: float = 1.0
     augment: bool = False
@@ -56,8 +57,10 @@ RECIPE = Recipe()
 def accuracy(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, batch_size: int = 1000) -> float:
     """Fraction of ``images (N, C, H, W)`` whose arg-max logit equals ``labels (N,)``."""
     model.eval()
-    correct = sum((model(images[i:i + batch_size]).argmax(-1) == labels[i:i + batch_size]).sum().item()
-                  for i in range(0, len(labels), batch_size))
+    correct = sum(
+        (model(images[i : i + batch_size]).argmax(-1) == labels[i : i + batch_size]).sum().item()
+        for i in range(0, len(labels), batch_size)
+    )
     model.train()
     return correct / len(labels)
 
@@ -69,8 +72,16 @@ def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=recipe.lr)
 
 
-def train(model: ViT, recipe: Recipe, images: torch.Tensor, labels: torch.Tensor, seconds: float,
-          steps: int | None = None, seed: int = 0, log_every: float = 30.0) -> dict:
+def train(
+    model: ViT,
+    recipe: Recipe,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    seconds: float,
+    steps: int | None = None,
+    seed: int = 0,
+    log_every: float = 30.0,
+) -> dict:
     """Train for ``seconds`` of wall time (or exactly ``steps`` steps). Returns the step count,
     images seen and seconds spent."""
     generator = torch.Generator().manual_seed(seed)
@@ -83,15 +94,15 @@ def train(model: ViT, recipe: Recipe, images: torch.Tensor, labels: torch.Tensor
         progress = elapsed / seconds if steps is None else step / steps
         if progress >= 1:
             break
-        if cursor + recipe.batch_size > len(labels):                       # a new epoch
+        if cursor + recipe.batch_size > len(labels):  # a new epoch
             order, cursor = torch.randperm(len(labels), generator=generator), 0
-        index = order[cursor:cursor + recipe.batch_size]
+        index = order[cursor : cursor + recipe.batch_size]
         cursor += recipe.batch_size
-        x, y = images[index], labels[index]                                 # (B, C, H, W), (B,)
+        x, y = images[index], labels[index]  # (B, C, H, W), (B,)
         if recipe.augment:
             x = shift_and_flip(x, padding=2, flip=True, generator=generator)
         for group in optimizer.param_groups:
-            group["lr"] = recipe.lr * warmup_cosine(progress, recipe.warmup, 1.0, offset=0.0)   # clock: budget fraction
+            group["lr"] = recipe.lr * warmup_cosine(progress, recipe.warmup, 1.0, offset=0.0)  # clock: budget fraction
         loss = F.cross_entropy(model(x), y, label_smoothing=recipe.label_smoothing)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -99,7 +110,10 @@ def train(model: ViT, recipe: Recipe, images: torch.Tensor, labels: torch.Tensor
         optimizer.step()
         step, seen = step + 1, seen + len(y)
         if (steps is None and elapsed >= next_log) or (steps and step % 500 == 0):
-            print(f"  {elapsed:5.0f} s  step {step:6d}  epoch {seen / len(labels):5.2f}  loss {loss.item():.3f}", flush=True)
+            print(
+                f"  {elapsed:5.0f} s  step {step:6d}  epoch {seen / len(labels):5.2f}  loss {loss.item():.3f}",
+                flush=True,
+            )
             next_log += log_every
     return {"steps": step, "images": seen, "seconds": time.perf_counter() - start}
 
@@ -121,27 +135,38 @@ def main(argv: list[str] | None = None) -> dict:
     data = load_images(args.dataset, root=args.data_root)
     fallback = data.name != "fashion_mnist"
     if fallback:
-        print("!" * 78 + "\n!!! NOT Fashion-MNIST: the benchmark's target (88% on Fashion-MNIST) is not measured\n"
-              + "!" * 78, flush=True)
+        print(
+            "!" * 78
+            + "\n!!! NOT Fashion-MNIST: the benchmark's target (88% on Fashion-MNIST) is not measured\n"
+            + "!" * 78,
+            flush=True,
+        )
     mean, std = channel_stats(data.train_images)
     train_x, test_x = standardize(data.train_images, mean, std), standardize(data.test_images, mean, std)
     C, H, W = data.image_shape
     recipe = replace(RECIPE, augment=True) if args.augment else RECIPE
     model_fields = dict(recipe.model)
-    if H < 4 * model_fields["patch_size"]:                                   # the 8x8 digits: 2x2 patches
+    if H < 4 * model_fields["patch_size"]:  # the 8x8 digits: 2x2 patches
         model_fields["patch_size"] = 2
     model = ViT(ViTConfig(image_size=H, in_channels=C, num_classes=len(data.classes), **model_fields))
-    print(f"data: {data}; model: ViT {model_fields}, {model.num_parameters():,} parameters; "
-          f"{f'{args.steps} steps' if args.steps else f'{args.seconds:g} s'} of training on "
-          f"{torch.get_num_threads()} threads", flush=True)
+    print(
+        f"data: {data}; model: ViT {model_fields}, {model.num_parameters():,} parameters; "
+        f"{f'{args.steps} steps' if args.steps else f'{args.seconds:g} s'} of training on "
+        f"{torch.get_num_threads()} threads",
+        flush=True,
+    )
 
     stats = train(model, recipe, train_x, data.train_labels, args.seconds, args.steps, args.seed)
     test_accuracy = accuracy(model, test_x, data.test_labels)
     total = time.perf_counter() - wall
-    print(f"trained {stats['steps']} steps, {stats['images'] / len(data.train_labels):.2f} epochs "
-          f"in {stats['seconds']:.0f} s ({stats['images'] / stats['seconds']:.0f} images/s)")
-    print(f"dataset={data.name} test_accuracy={test_accuracy:.4f} total_seconds={total:.0f}"
-          + (" (fallback data: target not measured)" if fallback else ""))
+    print(
+        f"trained {stats['steps']} steps, {stats['images'] / len(data.train_labels):.2f} epochs "
+        f"in {stats['seconds']:.0f} s ({stats['images'] / stats['seconds']:.0f} images/s)"
+    )
+    print(
+        f"dataset={data.name} test_accuracy={test_accuracy:.4f} total_seconds={total:.0f}"
+        + (" (fallback data: target not measured)" if fallback else "")
+    )
     return {"dataset": data.name, "test_accuracy": test_accuracy, "total_seconds": total, **stats}
 
 

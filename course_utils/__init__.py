@@ -33,8 +33,10 @@ def __getattr__(name: str):
     # process, which grades many submissions) do not pay for importing torch.
     if name == "get_device":
         from .device import get_device
+
         return get_device
     if name == "seed_everything":
         from .repro import seed_everything
+
         return seed_everything
     raise AttributeError(f"module 'course_utils' has no attribute {name!r}")

@@ -36,8 +36,10 @@ def _check_mask(mask: torch.Tensor | None, scores: torch.Tensor) -> None:
     try:
         torch.broadcast_shapes(mask.shape, scores.shape)
     except RuntimeError:
-        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast against scores of shape "
-                         f"{tuple(scores.shape)} (..., T_q, T_k); a (B, T_k) padding mask needs mask[:, None, :]") from None
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast against scores of shape "
+            f"{tuple(scores.shape)} (..., T_q, T_k); a (B, T_k) padding mask needs mask[:, None, :]"
+        ) from None
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -64,11 +66,13 @@ def scaled_dot_product_attention(
     ``weights (..., T_q, T_k)`` (each row sums to 1, or is 0 when all its keys are masked).
     """
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"shapes do not fit: query {tuple(query.shape)} (..., T_q, d_k), key {tuple(key.shape)} "
-                         f"(..., T_k, d_k), value {tuple(value.shape)} (..., T_k, d_v)")
+        raise ValueError(
+            f"shapes do not fit: query {tuple(query.shape)} (..., T_q, d_k), key {tuple(key.shape)} "
+            f"(..., T_k, d_k), value {tuple(value.shape)} (..., T_k, d_v)"
+        )
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., T_q, T_k)
-    weights = masked_softmax(scores, mask)                                # (..., T_q, T_k)
-    return weights @ value, weights                                       # (..., T_q, d_v)
+    weights = masked_softmax(scores, mask)  # (..., T_q, T_k)
+    return weights @ value, weights  # (..., T_q, d_v)
 
 
 def causal_mask(seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -108,25 +112,28 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``query (B, T_q, D)``, ``key``/``value (B, T_k, D)``, ``mask`` broadcastable to
         ``(B, H, T_q, T_k)`` -> ``output (B, T_q, D)`` and ``weights (B, H, T_q, T_k)``."""
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x.dim() != 3 or x.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must be (B, T, {self.d_model}), got {tuple(x.shape)}")
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, T_q, d_head)
-        k = split_heads(self.k_proj(key), self.num_heads)    # (B, H, T_k, d_head)
+        k = split_heads(self.k_proj(key), self.num_heads)  # (B, H, T_k, d_head)
         v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, T_k, d_head)
         out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, T_q, d_head), (B, H, T_q, T_k)
-        return self.out_proj(merge_heads(out)), weights      # (B, T_q, D)
+        return self.out_proj(merge_heads(out)), weights  # (B, T_q, D)
 
     @torch.no_grad()
-    def from_torch(self, reference: nn.MultiheadAttention) -> "MultiHeadAttention":
+    def from_torch(self, reference: nn.MultiheadAttention) -> MultiHeadAttention:
         """Copy the weights of ``reference`` (same ``embed_dim``, ``num_heads``, bias setting)."""
         if reference.embed_dim != self.d_model or reference.num_heads != self.num_heads:
-            raise ValueError(f"reference has embed_dim={reference.embed_dim}, num_heads={reference.num_heads}; "
-                             f"this module has {self.d_model}, {self.num_heads}")
+            raise ValueError(
+                f"reference has embed_dim={reference.embed_dim}, num_heads={reference.num_heads}; "
+                f"this module has {self.d_model}, {self.num_heads}"
+            )
         w_q, w_k, w_v = reference.in_proj_weight.chunk(3)  # each (D, D)
         for proj, w in zip((self.q_proj, self.k_proj, self.v_proj), (w_q, w_k, w_v)):
             proj.weight.copy_(w)
@@ -156,14 +163,16 @@ class AdditiveAttention(nn.Module):
         features = torch.tanh(self.W_q(query)[:, :, None, :] + self.W_k(key)[:, None, :, :])  # (B, T_q, T_k, h)
         return self.w_v(features).squeeze(-1)  # (B, T_q, T_k)
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """-> ``output (B, T_q, d_v)`` and ``weights (B, T_q, T_k)``; ``mask`` as for the scores."""
         weights = masked_softmax(self.scores(query, key), mask)  # (B, T_q, T_k)
-        return weights @ value, weights                          # (B, T_q, d_v)
+        return weights @ value, weights  # (B, T_q, d_v)
 
 
 # --------------------------------------------------------------------------- seq2seq with attention
+
 
 class BahdanauSeq2Seq(nn.Module):
     """A GRU encoder-decoder with additive attention (Bahdanau, Cho and Bengio, 2015).
@@ -199,12 +208,14 @@ class BahdanauSeq2Seq(nn.Module):
         if src.dim() != 2 or src.dtype != torch.long:
             raise ValueError(f"src must be (B, S) long, got shape {tuple(src.shape)} dtype {src.dtype}")
         if src_lengths.shape != src.shape[:1] or int(src_lengths.min()) < 1 or int(src_lengths.max()) > src.shape[1]:
-            raise ValueError(f"src_lengths must be (B,) = ({src.shape[0]},) with values in 1..{src.shape[1]}, "
-                             f"got {src_lengths.tolist()}")
+            raise ValueError(
+                f"src_lengths must be (B,) = ({src.shape[0]},) with values in 1..{src.shape[1]}, "
+                f"got {src_lengths.tolist()}"
+            )
         packed = pack_padded_sequence(self.src_embed(src), src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-        enc, last = self.encoder(packed)                                    # last: (2, B, H)
+        enc, last = self.encoder(packed)  # last: (2, B, H)
         enc, _ = pad_packed_sequence(enc, batch_first=True, total_length=src.shape[1])  # (B, S, 2H)
-        state = torch.tanh(self.init_state(torch.cat([last[0], last[1]], dim=-1)))      # (B, H)
+        state = torch.tanh(self.init_state(torch.cat([last[0], last[1]], dim=-1)))  # (B, H)
         return enc, lengths_to_mask(src_lengths.to(src.device), src.shape[1]), state
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -212,15 +223,15 @@ class BahdanauSeq2Seq(nn.Module):
         if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"tgt_in must be (B, T) with B = {src.shape[0]}, got {tuple(tgt_in.shape)}")
         enc, mask, state = self.encode(src, src_lengths)  # (B, S, 2H), (B, S), (B, H)
-        keys = self.attention.W_k(enc)                    # (B, S, H): projected once, reused every step
-        embedded = self.tgt_embed(tgt_in)                 # (B, T, E)
+        keys = self.attention.W_k(enc)  # (B, S, H): projected once, reused every step
+        embedded = self.tgt_embed(tgt_in)  # (B, T, E)
         features, weights = [], []
         for t in range(tgt_in.shape[1]):
             scores = self.attention.w_v(torch.tanh(self.attention.W_q(state)[:, None, :] + keys)).squeeze(-1)  # (B, S)
-            alpha = masked_softmax(scores, mask)           # (B, S)
+            alpha = masked_softmax(scores, mask)  # (B, S)
             context = (alpha[:, :, None] * enc).sum(dim=1)  # (B, 2H)
             state = self.decoder(torch.cat([embedded[:, t], context], dim=-1), state)  # (B, H)
-            features.append(torch.cat([state, context, embedded[:, t]], dim=-1))      # (B, H + 2H + E)
+            features.append(torch.cat([state, context, embedded[:, t]], dim=-1))  # (B, H + 2H + E)
             weights.append(alpha)
         self.last_attention = torch.stack(weights, dim=1).detach()  # (B, T, S)
-        return self.out(torch.stack(features, dim=1))               # (B, T, V_tgt)
+        return self.out(torch.stack(features, dim=1))  # (B, T, V_tgt)

@@ -17,7 +17,8 @@ and, where it helps, the likely mistake (``hint``). They check types strictly
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -117,8 +118,11 @@ def _type_mismatch(actual: Any, expected: Any, path: str) -> tuple[str, str, str
         by_key = expected
         for key, value in actual.items():
             if type(key) not in {type(k) for k in by_key}:
-                return f"{path} key {_short(key, 40)}", "|".join(sorted({type(k).__name__ for k in by_key})), \
-                    type(key).__name__
+                return (
+                    f"{path} key {_short(key, 40)}",
+                    "|".join(sorted({type(k).__name__ for k in by_key})),
+                    type(key).__name__,
+                )
             if key in by_key:
                 found = _type_mismatch(value, by_key[key], f"{path}[{_short(key, 40)}]")
                 if found:

@@ -30,6 +30,7 @@ class DataUnavailable(RuntimeError):
 
 # --------------------------------------------------------------------------- shipped with Python
 
+
 def python_docs_text(max_chars: int | None = None) -> str:
     """English prose: the topic help pages of the Python documentation bundled with CPython.
 
@@ -49,6 +50,7 @@ def python_docs_text(max_chars: int | None = None) -> str:
 
 # --------------------------------------------------------------------------- a toy language
 
+
 @dataclass
 class MarkovSource:
     """A first-order Markov chain over characters: a toy language whose entropy rate is known.
@@ -60,7 +62,7 @@ class MarkovSource:
 
     alphabet: str
     transition: torch.Tensor  # (V, V), rows sum to 1
-    initial: torch.Tensor     # (V,)
+    initial: torch.Tensor  # (V,)
 
     def __post_init__(self) -> None:
         size = len(self.alphabet)
@@ -70,11 +72,13 @@ class MarkovSource:
             raise ValueError(f"transition must have shape ({size}, {size}), got {tuple(self.transition.shape)}")
         if tuple(self.initial.shape) != (size,):
             raise ValueError(f"initial must have shape ({size},), got {tuple(self.initial.shape)}")
-        if (self.transition < 0).any() or not torch.allclose(self.transition.sum(1), torch.ones(size, dtype=self.transition.dtype)):
+        if (self.transition < 0).any() or not torch.allclose(
+            self.transition.sum(1), torch.ones(size, dtype=self.transition.dtype)
+        ):
             raise ValueError("every row of transition must be a probability distribution")
 
     @classmethod
-    def random(cls, alphabet: str = "abcd ", concentration: float = 0.5, seed: int = 0) -> "MarkovSource":
+    def random(cls, alphabet: str = "abcd ", concentration: float = 0.5, seed: int = 0) -> MarkovSource:
         """Draw transition rows from a Dirichlet(``concentration``); small values give peaked,
         predictable rows (low entropy), large ones nearly uniform rows."""
         if concentration <= 0:
@@ -116,7 +120,16 @@ class MarkovSource:
 
 # --------------------------------------------------------------------------- sentiment with negation
 
-_SUBJECTS = ["the film", "this movie", "the plot", "the acting", "the soundtrack", "the ending", "the cast", "the script"]
+_SUBJECTS = [
+    "the film",
+    "this movie",
+    "the plot",
+    "the acting",
+    "the soundtrack",
+    "the ending",
+    "the cast",
+    "the script",
+]
 _POSITIVE = ["good", "great", "funny", "moving", "brilliant", "clever", "charming", "gripping"]
 _NEGATIVE = ["bad", "boring", "dull", "awful", "predictable", "clumsy", "tedious", "weak"]
 _INTENSIFIERS = ["", "", "really ", "very ", "quite "]
@@ -194,6 +207,7 @@ def date_pairs(
 
 # --------------------------------------------------------------------------- local files
 
+
 def read_text(path: str | os.PathLike) -> str:
     """The UTF-8 contents of a text file; a clear ``ValueError`` if it is missing or not text."""
     file = Path(path)
@@ -214,8 +228,11 @@ def read_pairs(path: str | os.PathLike, sep: str = "\t", columns: tuple[int, int
     too few fields, or an empty source or target, raises ``ValueError`` naming the file and line.
     Returns a list of ``(source, target)`` string pairs.
     """
-    if (len(columns) != 2 or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in columns)
-            or columns[0] == columns[1]):
+    if (
+        len(columns) != 2
+        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in columns)
+        or columns[0] == columns[1]
+    ):
         raise ValueError(f"columns must be two different non-negative field indices, got {columns!r}")
     needed = max(columns) + 1
     pairs = []
@@ -224,8 +241,10 @@ def read_pairs(path: str | os.PathLike, sep: str = "\t", columns: tuple[int, int
             continue
         fields = line.split(sep)
         if len(fields) < needed:
-            raise ValueError(f"{path}, line {number}: expected at least {needed} fields separated by {sep!r} "
-                             f"(columns {columns[0]} and {columns[1]}), got {len(fields)}: {line[:80]!r}")
+            raise ValueError(
+                f"{path}, line {number}: expected at least {needed} fields separated by {sep!r} "
+                f"(columns {columns[0]} and {columns[1]}), got {len(fields)}: {line[:80]!r}"
+            )
         source, target = fields[columns[0]].strip(), fields[columns[1]].strip()
         if not source or not target:
             raise ValueError(f"{path}, line {number}: empty {'source' if not source else 'target'} field")
@@ -236,6 +255,7 @@ def read_pairs(path: str | os.PathLike, sep: str = "\t", columns: tuple[int, int
 
 
 # --------------------------------------------------------------------------- the hub, when online
+
 
 def hub_offline() -> bool:
     """True when the Hugging Face hub must not or cannot be reached (fast: ≤ 3 s)."""

@@ -16,7 +16,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -27,14 +28,16 @@ LogProbFn = Callable[[torch.Tensor], torch.Tensor]
 
 class Hypothesis(NamedTuple):
     tokens: list[int]  # generated ids after <bos>; ends with <eos> unless max_len was reached
-    log_prob: float    # sum of the log-probabilities of the tokens
-    score: float       # log_prob / len(tokens) ** length_penalty
+    log_prob: float  # sum of the log-probabilities of the tokens
+    score: float  # log_prob / len(tokens) ** length_penalty
 
 
 # --------------------------------------------------------------------------- beam search
 
-def beam_search(log_prob_fn: LogProbFn, beam_size: int, max_len: int, bos_id: int, eos_id: int,
-                length_penalty: float = 0.0) -> list[Hypothesis]:
+
+def beam_search(
+    log_prob_fn: LogProbFn, beam_size: int, max_len: int, bos_id: int, eos_id: int, length_penalty: float = 0.0
+) -> list[Hypothesis]:
     """Beam search for one sequence; returns the finished hypotheses, best first.
 
     Start from ``[bos_id]``. At each of at most ``max_len`` steps, every alive hypothesis is
@@ -52,19 +55,21 @@ def beam_search(log_prob_fn: LogProbFn, beam_size: int, max_len: int, bos_id: in
     if not isinstance(max_len, int) or max_len < 1:
         raise ValueError(f"max_len must be a positive int, got {max_len!r}")
     alive = torch.tensor([[bos_id]], dtype=torch.long)  # (N, t) prefixes
-    alive_lp = torch.zeros(1, dtype=torch.float64)     # (N,)
+    alive_lp = torch.zeros(1, dtype=torch.float64)  # (N,)
     finished: list[Hypothesis] = []
     for step in range(1, max_len + 1):
         log_probs = log_prob_fn(alive)  # (N, V)
         if not isinstance(log_probs, torch.Tensor) or log_probs.dim() != 2 or log_probs.shape[0] != alive.shape[0]:
-            raise ValueError(f"log_prob_fn must return (N, V) = ({alive.shape[0]}, V) log-probs, "
-                             f"got {getattr(log_probs, 'shape', type(log_probs).__name__)}")
+            raise ValueError(
+                f"log_prob_fn must return (N, V) = ({alive.shape[0]}, V) log-probs, "
+                f"got {getattr(log_probs, 'shape', type(log_probs).__name__)}"
+            )
         vocab_size = log_probs.shape[1]
         total = (alive_lp[:, None] + log_probs.detach().cpu().double()).flatten()  # (N * V,)
-        top_lp, top_idx = total.topk(min(beam_size, total.numel()))               # (K,)
-        rows, tokens = top_idx // vocab_size, top_idx % vocab_size                  # (K,), (K,)
-        candidates = torch.cat([alive[rows], tokens[:, None]], dim=1)               # (K, t + 1)
-        ended = (tokens == eos_id) | (step == max_len)                              # (K,)
+        top_lp, top_idx = total.topk(min(beam_size, total.numel()))  # (K,)
+        rows, tokens = top_idx // vocab_size, top_idx % vocab_size  # (K,), (K,)
+        candidates = torch.cat([alive[rows], tokens[:, None]], dim=1)  # (K, t + 1)
+        ended = (tokens == eos_id) | (step == max_len)  # (K,)
         for seq, lp in zip(candidates[ended].tolist(), top_lp[ended].tolist()):
             finished.append(Hypothesis(seq[1:], lp, lp / len(seq[1:]) ** length_penalty))
         alive, alive_lp = candidates[~ended], top_lp[~ended]
@@ -89,25 +94,35 @@ def seq2seq_log_prob_fn(model: torch.nn.Module, src: torch.Tensor, src_lengths: 
             n = prefixes.shape[0]
             logits = model.decode(prefixes.to(device), memory.expand(n, -1, -1), src_mask.expand(n, -1, -1, -1))
             return logits[:, -1].log_softmax(-1)  # (N, V)
+
         return fn
 
     def fn(prefixes: torch.Tensor) -> torch.Tensor:
         n = prefixes.shape[0]
         logits = model(src.expand(n, -1), src_lengths.expand(n), prefixes.to(device))  # (N, t, V)
         return logits[:, -1].log_softmax(-1)  # (N, V)
+
     return fn
 
 
 @torch.no_grad()
-def beam_decode(model: torch.nn.Module, src: torch.Tensor, src_lengths: torch.Tensor, beam_size: int,
-                max_len: int, bos_id: int, eos_id: int, length_penalty: float = 0.0) -> list[list[int]]:
+def beam_decode(
+    model: torch.nn.Module,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    beam_size: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float = 0.0,
+) -> list[list[int]]:
     """Beam-search every row of ``src (B, S)``; returns ``B`` lists of ids (without ``<bos>``/``<eos>``)."""
     was_training = model.training
     model.eval()
     out = []
     for b in range(src.shape[0]):
-        length = src_lengths[b:b + 1]
-        fn = seq2seq_log_prob_fn(model, src[b:b + 1, : int(length)], length)
+        length = src_lengths[b : b + 1]
+        fn = seq2seq_log_prob_fn(model, src[b : b + 1, : int(length)], length)
         best = beam_search(fn, beam_size, max_len, bos_id, eos_id, length_penalty)[0].tokens
         out.append(best[:-1] if best and best[-1] == eos_id else best)
     model.train(was_training)
@@ -115,6 +130,7 @@ def beam_decode(model: torch.nn.Module, src: torch.Tensor, src_lengths: torch.Te
 
 
 # --------------------------------------------------------------------------- sampling
+
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """``logits / temperature`` (``temperature > 0``): below 1 sharpens, above 1 flattens the softmax."""
@@ -147,14 +163,19 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
         raise ValueError(f"p must lie in (0, 1], got {p!r}")
     sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V)
     probs = sorted_logits.softmax(dim=-1)
-    mass_before = probs.cumsum(dim=-1) - probs                   # (..., V)
+    mass_before = probs.cumsum(dim=-1) - probs  # (..., V)
     remove_sorted = mass_before >= p
-    remove = remove_sorted.scatter(-1, order, remove_sorted)      # back to vocabulary order
+    remove = remove_sorted.scatter(-1, order, remove_sorted)  # back to vocabulary order
     return logits.masked_fill(remove, float("-inf"))
 
 
-def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-                top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_next(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Draw one token per row from ``logits (B, V)``: temperature, then top-k, then top-p -> ``(B,)`` long."""
     if logits.dim() != 2:
         raise ValueError(f"logits must be (B, V), got {tuple(logits.shape)}")
@@ -169,9 +190,16 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
 
 # --------------------------------------------------------------------------- pre-training objectives
 
-def mlm_mask(ids: torch.Tensor, mask_id: int, vocab_size: int, maskable: torch.Tensor | None = None,
-             mask_prob: float = 0.15, random_low: int = 0,
-             generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+
+def mlm_mask(
+    ids: torch.Tensor,
+    mask_id: int,
+    vocab_size: int,
+    maskable: torch.Tensor | None = None,
+    mask_prob: float = 0.15,
+    random_low: int = 0,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's masked-LM corruption (Devlin et al., 2019) of ``ids (B, T)`` -> ``(inputs, labels)``.
 
     Each position where ``maskable`` is True (all by default; pass False on padding and special
@@ -190,7 +218,7 @@ def mlm_mask(ids: torch.Tensor, mask_id: int, vocab_size: int, maskable: torch.T
         raise ValueError(f"mask_prob must lie in [0, 1], got {mask_prob}")
     device = ids.device
     selected = (torch.rand(ids.shape, generator=generator) < mask_prob).to(device) & maskable  # (B, T)
-    action = torch.rand(ids.shape, generator=generator).to(device)                             # (B, T)
+    action = torch.rand(ids.shape, generator=generator).to(device)  # (B, T)
     random_ids = torch.randint(random_low, vocab_size, ids.shape, generator=generator).to(device)
     inputs = torch.where(selected & (action < 0.8), torch.full_like(ids, mask_id), ids)
     inputs = torch.where(selected & (action >= 0.8) & (action < 0.9), random_ids, inputs)

@@ -34,8 +34,17 @@ CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
 # --------------------------------------------------------------------------- argument checks
 
-def _check_cell(x: torch.Tensor, h: torch.Tensor, W_ih: torch.Tensor, W_hh: torch.Tensor,
-                b_ih: torch.Tensor | None, b_hh: torch.Tensor | None, gates: int, name: str) -> int:
+
+def _check_cell(
+    x: torch.Tensor,
+    h: torch.Tensor,
+    W_ih: torch.Tensor,
+    W_hh: torch.Tensor,
+    b_ih: torch.Tensor | None,
+    b_hh: torch.Tensor | None,
+    gates: int,
+    name: str,
+) -> int:
     """Validate the shapes of one cell step; return the hidden size H."""
     for label, t in (("x", x), ("h", h), ("W_ih", W_ih), ("W_hh", W_hh)):
         if not isinstance(t, torch.Tensor):
@@ -46,7 +55,9 @@ def _check_cell(x: torch.Tensor, h: torch.Tensor, W_ih: torch.Tensor, W_hh: torc
         raise ValueError(f"{name}: W_hh must be ({gates}H, H), got shape {tuple(W_hh.shape)}")
     hidden = W_hh.shape[1]
     if tuple(W_ih.shape) != (gates * hidden, x.shape[1]):
-        raise ValueError(f"{name}: W_ih must be ({gates}H, D) = {(gates * hidden, x.shape[1])}, got {tuple(W_ih.shape)}")
+        raise ValueError(
+            f"{name}: W_ih must be ({gates}H, D) = {(gates * hidden, x.shape[1])}, got {tuple(W_ih.shape)}"
+        )
     if tuple(h.shape) != (x.shape[0], hidden):
         raise ValueError(f"{name}: h must be (B, H) = {(x.shape[0], hidden)}, got {tuple(h.shape)}")
     for label, b in (("b_ih", b_ih), ("b_hh", b_hh)):
@@ -62,8 +73,15 @@ def _affine(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.T
 
 # --------------------------------------------------------------------------- cells
 
-def lstm_cell(x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], W_ih: torch.Tensor, W_hh: torch.Tensor,
-              b_ih: torch.Tensor | None = None, b_hh: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+
+def lstm_cell(
+    x: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor],
+    W_ih: torch.Tensor,
+    W_hh: torch.Tensor,
+    b_ih: torch.Tensor | None = None,
+    b_hh: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One LSTM step (Hochreiter & Schmidhuber 1997, forget gate of Gers et al. 2000).
 
     ``x (B, D)``, ``state = (h (B, H), c (B, H))``, ``W_ih (4H, D)``, ``W_hh (4H, H)``,
@@ -84,8 +102,14 @@ def lstm_cell(x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], W_ih: t
     return h_next, c_next
 
 
-def gru_cell(x: torch.Tensor, h: torch.Tensor, W_ih: torch.Tensor, W_hh: torch.Tensor,
-             b_ih: torch.Tensor | None = None, b_hh: torch.Tensor | None = None) -> torch.Tensor:
+def gru_cell(
+    x: torch.Tensor,
+    h: torch.Tensor,
+    W_ih: torch.Tensor,
+    W_hh: torch.Tensor,
+    b_ih: torch.Tensor | None = None,
+    b_hh: torch.Tensor | None = None,
+) -> torch.Tensor:
     """One GRU step as ``nn.GRUCell`` computes it (Cho et al. 2014, PyTorch's reset placement).
 
     ``x (B, D)``, ``h (B, H)``, ``W_ih (3H, D)``, ``W_hh (3H, H)``, biases ``(3H,)`` or ``None``;
@@ -100,8 +124,14 @@ def gru_cell(x: torch.Tensor, h: torch.Tensor, W_ih: torch.Tensor, W_hh: torch.T
     return z * h + (1 - z) * n
 
 
-def gru_cell_textbook(x: torch.Tensor, h: torch.Tensor, W_ih: torch.Tensor, W_hh: torch.Tensor,
-                      b_ih: torch.Tensor | None = None, b_hh: torch.Tensor | None = None) -> torch.Tensor:
+def gru_cell_textbook(
+    x: torch.Tensor,
+    h: torch.Tensor,
+    W_ih: torch.Tensor,
+    W_hh: torch.Tensor,
+    b_ih: torch.Tensor | None = None,
+    b_hh: torch.Tensor | None = None,
+) -> torch.Tensor:
     """One GRU step with the reset gate applied to ``h`` *before* the projection (Cho et al. 2014).
 
     Same arguments and weight layout as :func:`gru_cell`:
@@ -119,14 +149,20 @@ def gru_cell_textbook(x: torch.Tensor, h: torch.Tensor, W_ih: torch.Tensor, W_hh
 
 # --------------------------------------------------------------------------- sequence runners
 
+
 def _check_sequence(x: torch.Tensor, name: str) -> None:
     if not isinstance(x, torch.Tensor) or x.dim() != 3:
         raise ValueError(f"{name}: x must be a (B, T, D) tensor, got {getattr(x, 'shape', type(x).__name__)}")
 
 
-def run_lstm(x: torch.Tensor, W_ih: torch.Tensor, W_hh: torch.Tensor, b_ih: torch.Tensor | None = None,
-             b_hh: torch.Tensor | None = None, state: tuple[torch.Tensor, torch.Tensor] | None = None,
-             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+def run_lstm(
+    x: torch.Tensor,
+    W_ih: torch.Tensor,
+    W_hh: torch.Tensor,
+    b_ih: torch.Tensor | None = None,
+    b_hh: torch.Tensor | None = None,
+    state: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Run :func:`lstm_cell` over ``x (B, T, D)`` from ``state`` (zeros by default).
 
     Returns ``outputs (B, T, H)`` (every ``h_t``) and the final ``(h, c)``, like a one-layer,
@@ -144,9 +180,15 @@ def run_lstm(x: torch.Tensor, W_ih: torch.Tensor, W_hh: torch.Tensor, b_ih: torc
     return torch.stack(outputs, dim=1), state  # (B, T, H)
 
 
-def run_gru(x: torch.Tensor, W_ih: torch.Tensor, W_hh: torch.Tensor, b_ih: torch.Tensor | None = None,
-            b_hh: torch.Tensor | None = None, h: torch.Tensor | None = None, textbook: bool = False,
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def run_gru(
+    x: torch.Tensor,
+    W_ih: torch.Tensor,
+    W_hh: torch.Tensor,
+    b_ih: torch.Tensor | None = None,
+    b_hh: torch.Tensor | None = None,
+    h: torch.Tensor | None = None,
+    textbook: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Run :func:`gru_cell` (or :func:`gru_cell_textbook`) over ``x (B, T, D)`` from ``h`` (zeros).
 
     Returns ``outputs (B, T, H)`` and the final ``h (B, H)``.
@@ -164,6 +206,7 @@ def run_gru(x: torch.Tensor, W_ih: torch.Tensor, W_hh: torch.Tensor, b_ih: torch
 
 # --------------------------------------------------------------------------- masks and pooling
 
+
 def masked_pool(outputs: torch.Tensor, mask: torch.Tensor, how: str = "last") -> torch.Tensor:
     """Pool ``outputs (B, T, H)`` over the valid steps given by ``mask (B, T)`` bool -> ``(B, H)``.
 
@@ -176,8 +219,10 @@ def masked_pool(outputs: torch.Tensor, mask: torch.Tensor, how: str = "last") ->
     if not isinstance(outputs, torch.Tensor) or outputs.dim() != 3:
         raise ValueError(f"outputs must be (B, T, H), got {getattr(outputs, 'shape', type(outputs).__name__)}")
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != tuple(outputs.shape[:2]):
-        raise ValueError(f"mask must be a bool tensor of shape {tuple(outputs.shape[:2])}, "
-                         f"got {getattr(mask, 'dtype', None)} {tuple(getattr(mask, 'shape', ()))}")
+        raise ValueError(
+            f"mask must be a bool tensor of shape {tuple(outputs.shape[:2])}, "
+            f"got {getattr(mask, 'dtype', None)} {tuple(getattr(mask, 'shape', ()))}"
+        )
     lengths = mask.sum(dim=1)  # (B,)
     if (lengths == 0).any():
         raise ValueError("every row of mask needs at least one True (an empty sequence cannot be pooled)")
@@ -191,6 +236,7 @@ def masked_pool(outputs: torch.Tensor, mask: torch.Tensor, how: str = "last") ->
 
 
 # --------------------------------------------------------------------------- the adding problem
+
 
 def adding_problem(num_examples: int, seq_len: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """The adding problem (Hochreiter & Schmidhuber 1997): ``x (N, T, 2)`` float, ``y (N,)`` float.
@@ -238,6 +284,7 @@ class LastStepRegressor(nn.Module):
 
 # --------------------------------------------------------------------------- classifiers
 
+
 def count_parameters(module: nn.Module) -> int:
     """Number of scalar parameters of ``module`` (``sum(p.numel())``)."""
     return sum(p.numel() for p in module.parameters())
@@ -249,6 +296,7 @@ class TextClassifierConfig:
     ``d_model`` (``pad_id`` embeds to zeros) -> ``num_layers`` of an encoder -> ``pooling`` over the
     real tokens -> logits ``(B, num_classes)``. Each model extends it with its encoder's fields:
     :class:`ClassifierConfig` here, ``course_utils.transformer.ClassifierConfig`` in unit 06."""
+
     vocab_size: int
     num_classes: int = 2
     d_model: int = 32  # embedding width D
@@ -261,6 +309,7 @@ class TextClassifierConfig:
 @dataclass
 class ClassifierConfig(TextClassifierConfig):
     """The recurrent :class:`SequenceClassifier`'s configuration: a (bi)RNN/LSTM/GRU encoder."""
+
     hidden_size: int = 64  # recurrent state width H
     cell: str = "lstm"  # "rnn" | "lstm" | "gru"
     bidirectional: bool = False
@@ -283,12 +332,18 @@ class SequenceClassifier(nn.Module):
             raise ValueError(f"pooling must be one of {POOLINGS}, got {config.pooling!r}")
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
-        self.rnn = CELLS[config.cell](config.d_model, config.hidden_size, num_layers=config.num_layers,
-                                      batch_first=True, bidirectional=config.bidirectional,
-                                      dropout=config.dropout if config.num_layers > 1 else 0.0)
+        self.rnn = CELLS[config.cell](
+            config.d_model,
+            config.hidden_size,
+            num_layers=config.num_layers,
+            batch_first=True,
+            bidirectional=config.bidirectional,
+            dropout=config.dropout if config.num_layers > 1 else 0.0,
+        )
         width = config.hidden_size * (2 if config.bidirectional else 1)
-        self.head = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(config.dropout),
-                                  nn.Linear(width, config.num_classes))
+        self.head = nn.Sequential(
+            nn.Linear(width, width), nn.ReLU(), nn.Dropout(config.dropout), nn.Linear(width, config.num_classes)
+        )
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         _check_ids(ids, lengths)
@@ -330,8 +385,10 @@ def _check_ids(ids: torch.Tensor, lengths: torch.Tensor, name: str = "ids") -> N
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point():
         raise ValueError(f"{name} must be a (B, T) integer tensor, got {getattr(ids, 'shape', type(ids).__name__)}")
     if not isinstance(lengths, torch.Tensor) or tuple(lengths.shape) != (ids.shape[0],) or lengths.is_floating_point():
-        raise ValueError(f"{lengths_name} must be a ({ids.shape[0]},) integer tensor, "
-                         f"got {getattr(lengths, 'shape', lengths)!r}")
+        raise ValueError(
+            f"{lengths_name} must be a ({ids.shape[0]},) integer tensor, got {getattr(lengths, 'shape', lengths)!r}"
+        )
     if (lengths < 1).any() or (lengths > ids.shape[1]).any():
-        raise ValueError(f"{lengths_name} must lie in [1, T={ids.shape[1]}], "
-                         f"got min {int(lengths.min())}, max {int(lengths.max())}")
+        raise ValueError(
+            f"{lengths_name} must lie in [1, T={ids.shape[1]}], got min {int(lengths.min())}, max {int(lengths.max())}"
+        )

@@ -43,28 +43,32 @@ from .transformer import FeedForward
 @dataclass
 class GPTConfig:
     vocab_size: int
-    block_size: int = 64          # longest context T the model sees
+    block_size: int = 64  # longest context T the model sees
     num_layers: int = 4
     num_heads: int = 4
     d_model: int = 128
     dropout: float = 0.0
-    bias: bool = False            # biases in Linear and LayerNorm
-    norm_first: bool = True       # Pre-LN (True) or Post-LN (False)
-    norm: str = "layer"           # "layer" or "rms"
-    ffn: str = "gelu"             # "gelu", "swiglu" or "geglu"
+    bias: bool = False  # biases in Linear and LayerNorm
+    norm_first: bool = True  # Pre-LN (True) or Post-LN (False)
+    norm: str = "layer"  # "layer" or "rms"
+    ffn: str = "gelu"  # "gelu", "swiglu" or "geglu"
     ffn_hidden: int | None = None  # default: 4 D for gelu, the same parameter count (8/3 D) for the GLUs
-    position: str = "learned"     # "learned", "rope" or "alibi"
+    position: str = "learned"  # "learned", "rope" or "alibi"
     rope_base: float = 10000.0
-    tie_weights: bool = True      # output projection shares the token embedding matrix
-    residual: str = "plain"       # "plain" or "rezero"
-    init: str = "gpt2"            # "gpt2" (std 0.02, depth-scaled projections) or "default" (PyTorch's)
+    tie_weights: bool = True  # output projection shares the token embedding matrix
+    residual: str = "plain"  # "plain" or "rezero"
+    init: str = "gpt2"  # "gpt2" (std 0.02, depth-scaled projections) or "default" (PyTorch's)
 
     def __post_init__(self) -> None:
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-        for name, allowed in (("norm", ("layer", "rms")), ("ffn", ("gelu", "swiglu", "geglu")),
-                              ("position", ("learned", "rope", "alibi")), ("residual", ("plain", "rezero")),
-                              ("init", ("gpt2", "default"))):
+        for name, allowed in (
+            ("norm", ("layer", "rms")),
+            ("ffn", ("gelu", "swiglu", "geglu")),
+            ("position", ("learned", "rope", "alibi")),
+            ("residual", ("plain", "rezero")),
+            ("init", ("gpt2", "default")),
+        ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.position == "rope" and (self.d_model // self.num_heads) % 2:
@@ -85,23 +89,25 @@ def make_norm(config: GPTConfig) -> nn.Module:
 
 # --------------------------------------------------------------------------- rotary positions
 
+
 def rope_tables(seq_len: int, d_head: int, base: float = 10000.0, device=None) -> tuple[torch.Tensor, torch.Tensor]:
     """``cos, sin`` of shape ``(T, d_head)``: angle ``t * base^(-2i/d_head)`` for pair ``i``, repeated
     for both halves (the "rotate half" pairing of feature ``i`` with feature ``i + d_head/2``)."""
     inv_freq = base ** (-torch.arange(0, d_head, 2, device=device, dtype=torch.float32) / d_head)  # (d_head/2,)
-    angles = torch.arange(seq_len, device=device, dtype=torch.float32)[:, None] * inv_freq       # (T, d_head/2)
-    angles = torch.cat([angles, angles], dim=-1)                                                   # (T, d_head)
+    angles = torch.arange(seq_len, device=device, dtype=torch.float32)[:, None] * inv_freq  # (T, d_head/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, d_head)
     return angles.cos(), angles.sin()
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate ``x (..., T, d_head)`` by the position-dependent angles in ``cos, sin (T, d_head)``."""
-    x1, x2 = x.chunk(2, dim=-1)                                  # (..., T, d_head/2) each
-    rotated = torch.cat([-x2, x1], dim=-1)                       # (..., T, d_head)
+    x1, x2 = x.chunk(2, dim=-1)  # (..., T, d_head/2) each
+    rotated = torch.cat([-x2, x1], dim=-1)  # (..., T, d_head)
     return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
 
 
 # --------------------------------------------------------------------------- the blocks
+
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
@@ -111,13 +117,16 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
         self.proj.residual = True  # scaled at initialisation
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None,
-                bias: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None, bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``x (B, T, D)`` -> ``(B, T, D)``; ``bias (H, T, T)``, if given, is added to the scores and must
         already hold ``-inf`` above the diagonal (ALiBi)."""
         batch_size, seq_len, d_model = x.shape
-        q, k, v = self.qkv(x).split(d_model, dim=-1)                                   # (B, T, D) each
-        q, k, v = (t.view(batch_size, seq_len, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d_head)
+        q, k, v = self.qkv(x).split(d_model, dim=-1)  # (B, T, D) each
+        q, k, v = (
+            t.view(batch_size, seq_len, self.num_heads, -1).transpose(1, 2) for t in (q, k, v)
+        )  # (B, H, T, d_head)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         dropout_p = self.dropout if self.training else 0.0
@@ -125,7 +134,7 @@ class CausalSelfAttention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)  # (B, H, T, d_head)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout_p)
-        return self.proj(out.transpose(1, 2).reshape(batch_size, seq_len, d_model))     # (B, T, D)
+        return self.proj(out.transpose(1, 2).reshape(batch_size, seq_len, d_model))  # (B, T, D)
 
 
 def make_ffn(config: GPTConfig) -> nn.Module:
@@ -148,7 +157,7 @@ class Block(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.norm_first, self.rezero = config.norm_first, config.residual == "rezero"
-        if self.rezero:                                  # no norms; each residual branch scaled by alpha = 0
+        if self.rezero:  # no norms; each residual branch scaled by alpha = 0
             self.attn = ReZero(CausalSelfAttention(config), dropout=config.dropout)
             self.ffn = ReZero(make_ffn(config), dropout=config.dropout)
         else:
@@ -157,9 +166,9 @@ class Block(nn.Module):
         self.drop = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, rope=None, bias=None) -> torch.Tensor:
-        if self.rezero:                                  # ReZero: x + alpha f(x)
+        if self.rezero:  # ReZero: x + alpha f(x)
             return self.ffn(self.attn(x, rope, bias))
-        if self.norm_first:                              # Pre-LN: the residual stream is never normalised
+        if self.norm_first:  # Pre-LN: the residual stream is never normalised
             x = x + self.drop(self.attn(self.norm1(x), rope, bias))
             return x + self.drop(self.ffn(self.norm2(x)))
         x = self.norm1(x + self.drop(self.attn(x, rope, bias)))  # Post-LN: normalise after each residual sum
@@ -185,7 +194,9 @@ class GPT(nn.Module):
             self.register_buffer("rope_cos", cos, persistent=False)  # (T, d_head)
             self.register_buffer("rope_sin", sin, persistent=False)
         if config.position == "alibi":
-            self.register_buffer("alibi", alibi_bias(config.num_heads, config.block_size), persistent=False)  # (H, T, T)
+            self.register_buffer(
+                "alibi", alibi_bias(config.num_heads, config.block_size), persistent=False
+            )  # (H, T, T)
         if config.init == "gpt2":
             self.apply(self._init_weights)
 
@@ -206,31 +217,38 @@ class GPT(nn.Module):
         seq_len = idx.shape[1]
         if seq_len > self.config.block_size:
             raise ValueError(f"sequence of length {seq_len} is longer than block_size={self.config.block_size}")
-        x = self.tok_emb(idx)                                              # (B, T, D)
+        x = self.tok_emb(idx)  # (B, T, D)
         rope = bias = None
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(seq_len, device=idx.device))  # (B, T, D)
         elif self.config.position == "rope":
-            rope = (self.rope_cos[:seq_len], self.rope_sin[:seq_len])       # (T, d_head) each
+            rope = (self.rope_cos[:seq_len], self.rope_sin[:seq_len])  # (T, d_head) each
         else:
-            bias = self.alibi[:, :seq_len, :seq_len]                         # (H, T, T)
+            bias = self.alibi[:, :seq_len, :seq_len]  # (H, T, T)
         x = self.drop(x)
         for block in self.blocks:
-            x = block(x, rope, bias)                                       # (B, T, D)
-        return self.head(self.norm_f(x))                                   # (B, T, V)
+            x = block(x, rope, bias)  # (B, T, D)
+        return self.head(self.norm_f(x))  # (B, T, V)
 
     def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy in nats: ``targets (B, T)`` are ``idx`` shifted by one."""
-        logits = self(idx)                                                 # (B, T, V)
+        logits = self(idx)  # (B, T, V)
         return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
 
 # --------------------------------------------------------------------------- sampling
 
+
 @torch.no_grad()
-def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None,
-             generator: torch.Generator | None = None) -> torch.Tensor:
+def generate(
+    model: GPT,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Append ``max_new_tokens`` sampled tokens to ``idx (B, T0)``; returns ``(B, T0 + max_new_tokens)``.
 
     ``temperature`` 0 means greedy; otherwise each token is drawn by unit 06's
@@ -240,11 +258,11 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: fl
     was_training = model.training
     model.eval()
     for _ in range(max_new_tokens):
-        logits = model(idx[:, -model.config.block_size:])[:, -1].float()        # (B, V)
+        logits = model(idx[:, -model.config.block_size :])[:, -1].float()  # (B, V)
         if temperature == 0:
-            next_id = logits.argmax(-1)                                            # (B,)
+            next_id = logits.argmax(-1)  # (B,)
         else:
-            next_id = sample_next(logits, temperature, top_k, top_p, generator)   # (B,)
-        idx = torch.cat([idx, next_id[:, None]], dim=1)                            # (B, T + 1)
+            next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)  # (B, T + 1)
     model.train(was_training)
     return idx

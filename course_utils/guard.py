@@ -35,7 +35,8 @@ import inspect
 import sys
 import threading
 import types
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -102,7 +103,8 @@ class _Targets:
                 raise ValueError(f"forbid: class {label} defines no Python methods to watch")
             return
         name = getattr(target, "_qualified_op_name", None) or getattr(
-            getattr(target, "_overloadpacket", None), "_qualified_op_name", None)
+            getattr(target, "_overloadpacket", None), "_qualified_op_name", None
+        )
         if isinstance(name, str) and isinstance(target, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
             self.ops[name] = f"torch.ops.{name.replace('::', '.')}"
             return
@@ -120,13 +122,15 @@ class _Targets:
             return
         codes = _codes_of(target)
         if not codes:
-            raise ValueError(f"forbid: cannot watch {target!r} (type {type(target).__name__}); "
-                             "give a function, method, class or built-in function")
+            raise ValueError(
+                f"forbid: cannot watch {target!r} (type {type(target).__name__}); "
+                "give a function, method, class or built-in function"
+            )
         self.keep += codes
         for code in codes:
             self.codes[id(code)] = label
 
-    def merged(self, outer: "_Targets | None") -> "_Targets":
+    def merged(self, outer: _Targets | None) -> _Targets:
         if outer is None:
             return self
         merged = _Targets()
@@ -142,11 +146,20 @@ class _Targets:
 
 # C functions that would switch the guard off or find it; calling one while it is on is forbidden.
 # (Torch's own mode-stack functions are left out: torch calls them itself; the stack is checked at exit.)
-_SWITCHES = [sys.setprofile, sys.settrace, sys.getprofile, sys.gettrace, gc.get_referrers, gc.get_referents,
-             gc.get_objects]
+_SWITCHES = [
+    sys.setprofile,
+    sys.settrace,
+    sys.getprofile,
+    sys.gettrace,
+    gc.get_referrers,
+    gc.get_referents,
+    gc.get_objects,
+]
 _SWITCH_KEYS = {_builtin_key(f): _label(f) for f in _SWITCHES if _builtin_key(f) is not None}
-_SWITCH_CODES = {id(threading.setprofile.__code__): "threading.setprofile",
-                 id(threading.settrace.__code__): "threading.settrace"}
+_SWITCH_CODES = {
+    id(threading.setprofile.__code__): "threading.setprofile",
+    id(threading.settrace.__code__): "threading.settrace",
+}
 
 
 class _State:
@@ -161,8 +174,10 @@ _STATE = _State()
 
 
 def _message(what: str, reason: str | None) -> str:
-    return reason or (f"your code called {what}, which this test forbids (however it is reached: another name, "
-                      "module path, subclass or a reference taken earlier): build it yourself")
+    return reason or (
+        f"your code called {what}, which this test forbids (however it is reached: another name, "
+        "module path, subclass or a reference taken earlier): build it yourself"
+    )
 
 
 def _make_hook(targets: _Targets, previous: Any, called: list[str], reason: str | None, own: frozenset):
@@ -226,7 +241,8 @@ def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
 
     ``targets`` are functions, methods, classes (every method defined in the class body),
     built-in functions (torch operators included), C methods such as ``torch.Tensor.unfold``, or
-    operators of ``torch.ops`` (``torch.ops.aten.nll_loss_forward``: every overload). ``reason`` replaces the default message.
+    operators of ``torch.ops`` (``torch.ops.aten.nll_loss_forward``: every overload). ``reason``
+    replaces the default message.
     Raises ``ValueError`` for a target it cannot watch, and :class:`ForbiddenCall` (an
     ``AssertionError``) when a target ran or the guard was switched off inside the block.
     """
@@ -275,5 +291,8 @@ def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
             raise ForbiddenCall(f"the guard was switched off while your code ran ({problem})")
 
 
-_OWN_CODES = frozenset(_codes_of(forbid) + [forbid.__wrapped__.__code__]
-                       + [c for c in forbid.__wrapped__.__code__.co_consts if isinstance(c, types.CodeType)])
+_OWN_CODES = frozenset(
+    _codes_of(forbid)
+    + [forbid.__wrapped__.__code__]
+    + [c for c in forbid.__wrapped__.__code__.co_consts if isinstance(c, types.CodeType)]
+)

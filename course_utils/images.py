@@ -59,8 +59,10 @@ class ImageData:
 
     def __repr__(self) -> str:
         c, h, w = self.image_shape
-        return (f"ImageData({self.name}: {len(self.train_labels)} train / {len(self.test_labels)} test, "
-                f"{c}x{h}x{w}, {len(self.classes)} classes)")
+        return (
+            f"ImageData({self.name}: {len(self.train_labels)} train / {len(self.test_labels)} test, "
+            f"{c}x{h}x{w}, {len(self.classes)} classes)"
+        )
 
 
 def cache_dir() -> Path:
@@ -98,7 +100,7 @@ def _torchvision_root(source: Path) -> Path:
             continue
         plain, packed = source / name, source / f"{name}.gz"
         with tempfile.NamedTemporaryFile(dir=raw, delete=False) as tmp:
-            with (open(plain, "rb") if plain.exists() else gzip.open(packed, "rb")) as src:
+            with open(plain, "rb") if plain.exists() else gzip.open(packed, "rb") as src:
                 shutil.copyfileobj(src, tmp)
         os.replace(tmp.name, target)
     return root
@@ -112,10 +114,10 @@ def _from_torchvision(name: str, root: Path, download: bool) -> ImageData:
 
     def tensors(ds) -> tuple[torch.Tensor, torch.Tensor]:
         data = torch.as_tensor(ds.data)
-        if data.ndim == 3:                                   # (N, H, W) grey
-            data = data.unsqueeze(1)                          # (N, 1, H, W)
-        else:                                                # CIFAR: (N, H, W, C)
-            data = data.permute(0, 3, 1, 2)                   # (N, C, H, W)
+        if data.ndim == 3:  # (N, H, W) grey
+            data = data.unsqueeze(1)  # (N, 1, H, W)
+        else:  # CIFAR: (N, H, W, C)
+            data = data.permute(0, 3, 1, 2)  # (N, C, H, W)
         return data.float().div(255.0).contiguous(), torch.as_tensor(ds.targets, dtype=torch.long)
 
     (xtr, ytr), (xte, yte) = tensors(splits[0]), tensors(splits[1])
@@ -129,16 +131,18 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> ImageData:
 
     bunch = sk_digits()
     images = torch.tensor(bunch.images, dtype=torch.float32).div(16.0).unsqueeze(1)  # (N, 1, 8, 8)
-    labels = torch.tensor(bunch.target, dtype=torch.long)                           # (N,)
+    labels = torch.tensor(bunch.target, dtype=torch.long)  # (N,)
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))
     num_test = int(round(test_fraction * len(labels)))
     test, train = order[:num_test], order[num_test:]
-    return ImageData(images[train], labels[train], images[test], labels[test],
-                     tuple(str(d) for d in range(10)), "digits")
+    return ImageData(
+        images[train], labels[train], images[test], labels[test], tuple(str(d) for d in range(10)), "digits"
+    )
 
 
-def load_images(name: str = "fashion_mnist", root: str | os.PathLike | None = None, download: bool = False,
-                fallback: bool = True) -> ImageData:
+def load_images(
+    name: str = "fashion_mnist", root: str | os.PathLike | None = None, download: bool = False, fallback: bool = True
+) -> ImageData:
     """Load ``name`` (one of ``NAMES``) as an ``ImageData``; see the module docstring for the order
     in which sources are tried. With ``fallback=True`` a dataset that cannot be had here is replaced
     by the 8x8 digits and a line saying so is printed; with ``fallback=False`` it raises
@@ -155,13 +159,16 @@ def load_images(name: str = "fashion_mnist", root: str | os.PathLike | None = No
                 source = _find_idx_gz(folder)
                 if source is not None:
                     return _from_torchvision(name, _torchvision_root(source), download=False)
-            reason = (f"no Fashion-MNIST files in {folders[0]}" if root is not None else
-                      "Fashion-MNIST is not installed (Debian: apt-get install dataset-fashion-mnist)")
+            reason = (
+                f"no Fashion-MNIST files in {folders[0]}"
+                if root is not None
+                else "Fashion-MNIST is not installed (Debian: apt-get install dataset-fashion-mnist)"
+            )
             if root is not None:
                 raise DataUnavailable(reason)
         else:
             return _from_torchvision(name, Path(root) if root is not None else cache_dir(), download=download)
-    except (RuntimeError, OSError) as err:           # torchvision: "Dataset not found"; download errors
+    except (RuntimeError, OSError) as err:  # torchvision: "Dataset not found"; download errors
         if isinstance(err, DataUnavailable) and not fallback:
             raise
         reason = reason or f"{name} could not be loaded ({type(err).__name__}: {str(err).splitlines()[0][:120]})"
@@ -178,7 +185,9 @@ def channel_stats(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return images.mean(dim=(0, 2, 3)), images.std(dim=(0, 2, 3))
 
 
-def standardize(images: torch.Tensor, mean: torch.Tensor | None = None, std: torch.Tensor | None = None) -> torch.Tensor:
+def standardize(
+    images: torch.Tensor, mean: torch.Tensor | None = None, std: torch.Tensor | None = None
+) -> torch.Tensor:
     """``(images - mean) / std`` per channel for ``images (N, C, H, W)`` (or one ``(C, H, W)``);
     ``mean, std (C,)`` default to the statistics of ``images`` themselves. Same shape out."""
     if images.ndim not in (3, 4):
@@ -197,8 +206,14 @@ def subset(data: ImageData, num_train: int, num_test: int | None = None, seed: i
     g = torch.Generator().manual_seed(seed)
     tr = torch.randperm(len(data.train_labels), generator=g)[:num_train]
     te = torch.randperm(len(data.test_labels), generator=g)[:num_test] if num_test is not None else slice(None)
-    return ImageData(data.train_images[tr], data.train_labels[tr], data.test_images[te], data.test_labels[te],
-                     data.classes, data.name)
+    return ImageData(
+        data.train_images[tr],
+        data.train_labels[tr],
+        data.test_images[te],
+        data.test_labels[te],
+        data.classes,
+        data.name,
+    )
 
 
 def augmentation(image_size: int = 28, padding: int = 2, flip: bool = True):
@@ -213,8 +228,9 @@ def augmentation(image_size: int = 28, padding: int = 2, flip: bool = True):
     return v2.Compose(steps)
 
 
-def shift_and_flip(images: torch.Tensor, padding: int = 2, flip: bool = True,
-                   generator: torch.Generator | None = None) -> torch.Tensor:
+def shift_and_flip(
+    images: torch.Tensor, padding: int = 2, flip: bool = True, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """``augmentation()`` for a whole batch at once, with tensor operations instead of a Python
     call per image (about 100x less overhead, for training loops where that matters): each image of
     ``images (B, C, H, W)`` is zero-padded by ``padding``, cropped back to ``H x W`` at its own random
@@ -222,15 +238,15 @@ def shift_and_flip(images: torch.Tensor, padding: int = 2, flip: bool = True,
     if images.ndim != 4:
         raise ValueError(f"images must be (B, C, H, W), got shape {tuple(images.shape)}")
     B, C, H, W = images.shape
-    padded = torch.nn.functional.pad(images, (padding,) * 4)                        # (B, C, H+2p, W+2p)
-    dy, dx = torch.randint(0, 2 * padding + 1, (2, B, 1), generator=generator)       # (B, 1) each
+    padded = torch.nn.functional.pad(images, (padding,) * 4)  # (B, C, H+2p, W+2p)
+    dy, dx = torch.randint(0, 2 * padding + 1, (2, B, 1), generator=generator)  # (B, 1) each
     rows = (dy + torch.arange(H)).view(B, 1, H, 1).expand(B, C, H, W + 2 * padding)  # (B, C, H, W+2p)
-    out = padded.gather(2, rows)                                                     # (B, C, H, W+2p)
-    cols = (dx + torch.arange(W))                                                    # (B, W)
+    out = padded.gather(2, rows)  # (B, C, H, W+2p)
+    cols = dx + torch.arange(W)  # (B, W)
     if flip:
-        mirror = torch.rand(B, 1, generator=generator) < 0.5                         # (B, 1)
+        mirror = torch.rand(B, 1, generator=generator) < 0.5  # (B, 1)
         cols = torch.where(mirror, cols.flip(-1), cols)
-    return out.gather(3, cols.view(B, 1, 1, W).expand(B, C, H, W))                   # (B, C, H, W)
+    return out.gather(3, cols.view(B, 1, 1, W).expand(B, C, H, W))  # (B, C, H, W)
 
 
 class TensorImageDataset(Dataset):
@@ -239,7 +255,9 @@ class TensorImageDataset(Dataset):
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform=None):
         if images.ndim != 4 or labels.ndim != 1 or len(images) != len(labels):
-            raise ValueError(f"need images (N, C, H, W) and labels (N,), got {tuple(images.shape)} and {tuple(labels.shape)}")
+            raise ValueError(
+                f"need images (N, C, H, W) and labels (N,), got {tuple(images.shape)} and {tuple(labels.shape)}"
+            )
         self.images, self.labels, self.transform = images, labels, transform
 
     def __len__(self) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, defaultdict
-from typing import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 import torch
 
@@ -91,7 +91,7 @@ class NGramLM:
         for t in range(n - 1, len(padded)):
             yield tuple(padded[t - n + 1 : t]), padded[t]
 
-    def fit(self, sequences: Iterable[Sequence[Token]]) -> "NGramLM":
+    def fit(self, sequences: Iterable[Sequence[Token]]) -> NGramLM:
         """Count n-grams in ``sequences`` (each a str of characters or a list of tokens).
 
         Counts accumulate over calls; returns ``self``.
@@ -135,9 +135,9 @@ class NGramLM:
         """(total NLL in nats, number of predicted tokens) of one sequence, ``eos`` included."""
         total, count = 0.0, 0
         for context, token in self._events(sequence):
-            total -= math.log(
-                (self.counts[context][token] if context in self.counts else 0) + self.k
-            ) - math.log(self.context_totals[context] + self.k * self.vocab_size)
+            total -= math.log((self.counts[context][token] if context in self.counts else 0) + self.k) - math.log(
+                self.context_totals[context] + self.k * self.vocab_size
+            )
             count += 1
         return total, count
 
@@ -158,9 +158,7 @@ class NGramLM:
         return math.exp(self.mean_nll(sequences))
 
     # ------------------------------------------------------------------ sampling
-    def generate(
-        self, max_len: int = 50, seed: int = 0, context: Sequence[Token] = ()
-    ) -> list[Token]:
+    def generate(self, max_len: int = 50, seed: int = 0, context: Sequence[Token] = ()) -> list[Token]:
         """Sample up to ``max_len`` tokens after ``context`` (stops early at ``eos``, which is
         not returned). Reproducible: the same ``seed`` gives the same tokens."""
         if not isinstance(max_len, int) or max_len < 0:
@@ -178,6 +176,7 @@ class NGramLM:
 
 
 # ---------------------------------------------------------------------- neural LM metrics
+
 
 def cross_entropy_from_logits(
     logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None

@@ -13,7 +13,8 @@ terminal, a test, the autograder) it is tqdm's text bar on stderr, cleared when 
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from tqdm import std
 
@@ -40,8 +41,15 @@ def summary_line(bar: std.tqdm) -> str:
     return line + (f", {d['postfix']}" if d.get("postfix") else "")
 
 
-def progress(iterable: Iterable | None = None, *, desc: str = "", total: int | None = None,
-             unit: str = "it", disable: bool = False, **kwargs: Any) -> std.tqdm:
+def progress(
+    iterable: Iterable | None = None,
+    *,
+    desc: str = "",
+    total: int | None = None,
+    unit: str = "it",
+    disable: bool = False,
+    **kwargs: Any,
+) -> std.tqdm:
     """A tqdm bar over ``iterable`` (or a manual one with ``total``) that ends as one line of text.
 
     Takes tqdm's arguments; returns the bar, so ``set_postfix`` and ``update`` work as usual.
@@ -73,4 +81,3 @@ def _notebook_bar_class() -> type:
             self.container.close()
 
     return NotebookBar
-

@@ -18,8 +18,9 @@ Shapes are batch-first: ``B`` batch, ``T`` time, ``D`` input width, ``H`` hidden
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
@@ -42,6 +43,7 @@ def _need_shape(t: object, shape: tuple[int, ...], name: str) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------- the Elman RNN as a loop
+
 
 def rnn_forward(
     x: torch.Tensor,
@@ -91,6 +93,7 @@ def rnn_forward(
 
 
 # ---------------------------------------------------------------------- the linear RNN and BPTT
+
 
 def linear_rnn_forward(
     x: torch.Tensor,
@@ -200,6 +203,7 @@ def spectral_radius(W: torch.Tensor) -> float:
 
 # ---------------------------------------------------------------------- gradient clipping
 
+
 def clip_grad_norm(params: Iterable[torch.Tensor] | torch.Tensor, max_norm: float) -> torch.Tensor:
     """Clip the gradients of ``params`` by their *global* L2 norm, in place.
 
@@ -222,6 +226,7 @@ def clip_grad_norm(params: Iterable[torch.Tensor] | torch.Tensor, max_norm: floa
 
 
 # ---------------------------------------------------------------------- truncated-BPTT batches
+
 
 def stream_batches(ids: torch.Tensor, batch_size: int, seq_len: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Cut a token stream into ``(x, y)`` batches for truncated BPTT ("sequential partitioning").
@@ -256,6 +261,7 @@ def stream_batches(ids: torch.Tensor, batch_size: int, seq_len: int) -> list[tup
 
 
 # ---------------------------------------------------------------------- a character-level RNN LM
+
 
 @dataclass
 class CharRNNConfig:

@@ -20,8 +20,8 @@ labels) is ``tgt_in`` shifted left by one and ends with ``EOS_ID``: teacher forc
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -47,19 +47,19 @@ class Seq2SeqData:
     tgt_vocab: Vocab
 
     @classmethod
-    def build(cls, pairs: Sequence[tuple[str, str]]) -> "Seq2SeqData":
+    def build(cls, pairs: Sequence[tuple[str, str]]) -> Seq2SeqData:
         """One character vocabulary per side, from (training) ``pairs``."""
         _check_pairs(pairs)
-        return cls(Vocab.build([char_tokenize(s) for s, _ in pairs]),
-                   Vocab.build([char_tokenize(t) for _, t in pairs]))
+        return cls(Vocab.build([char_tokenize(s) for s, _ in pairs]), Vocab.build([char_tokenize(t) for _, t in pairs]))
 
     def encode_sources(self, sources: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Strings -> ``src (B, S)`` long, right-padded, and ``src_lengths (B,)`` long."""
         ids, lengths, _ = pad_batch([self.src_vocab.encode(char_tokenize(s)) for s in sources])
         return ids, lengths
 
-    def batches(self, pairs: Sequence[tuple[str, str]], batch_size: int,
-                shuffle: bool = False, seed: int = 0) -> list[Batch]:
+    def batches(
+        self, pairs: Sequence[tuple[str, str]], batch_size: int, shuffle: bool = False, seed: int = 0
+    ) -> list[Batch]:
         """``pairs`` as a list of ``(src (B,S), src_lengths (B,), tgt_in (B,T), tgt_out (B,T))``.
 
         ``tgt_in = <bos> y_1 .. y_n`` and ``tgt_out = y_1 .. y_n <eos>``, both padded with
@@ -73,10 +73,10 @@ class Seq2SeqData:
             random.Random(seed).shuffle(order)
         out = []
         for start in range(0, len(order), batch_size):
-            chunk = [pairs[i] for i in order[start:start + batch_size]]
+            chunk = [pairs[i] for i in order[start : start + batch_size]]
             src, src_lengths = self.encode_sources([s for s, _ in chunk])
             tgt = [self.tgt_vocab.encode(char_tokenize(t)) for _, t in chunk]
-            tgt_in, _, _ = pad_batch(tgt, bos_id=BOS_ID)   # (B, T)
+            tgt_in, _, _ = pad_batch(tgt, bos_id=BOS_ID)  # (B, T)
             tgt_out, _, _ = pad_batch(tgt, eos_id=EOS_ID)  # (B, T)
             out.append((src, src_lengths, tgt_in, tgt_out))
         return out
@@ -88,15 +88,16 @@ class Seq2SeqData:
         ids = greedy_decode(model, src.to(device), src_lengths.to(device), max_len)
         return ["".join(self.tgt_vocab.decode(_until_eos(row))) for row in ids.tolist()]
 
-    def evaluate(self, model: torch.nn.Module, pairs: Sequence[tuple[str, str]], max_len: int,
-                 batch_size: int = 256) -> dict[str, float]:
+    def evaluate(
+        self, model: torch.nn.Module, pairs: Sequence[tuple[str, str]], max_len: int, batch_size: int = 256
+    ) -> dict[str, float]:
         """Exact-match accuracy and character-level sacreBLEU of greedy translations of ``pairs``."""
         import sacrebleu
 
         _check_pairs(pairs)
         hyps = []
         for start in range(0, len(pairs), batch_size):
-            hyps += self.translate(model, [s for s, _ in pairs[start:start + batch_size]], max_len)
+            hyps += self.translate(model, [s for s, _ in pairs[start : start + batch_size]], max_len)
         refs = [t for _, t in pairs]
         exact = sum(h == r for h, r in zip(hyps, refs)) / len(refs)
         bleu = sacrebleu.corpus_bleu(hyps, [refs], tokenize="char").score
@@ -112,10 +113,13 @@ def seq2seq_loss(model: torch.nn.Module, batch: Batch, label_smoothing: float = 
     src, src_lengths, tgt_in, tgt_out = batch
     logits = model(src, src_lengths, tgt_in)  # (B, T, V)
     if logits.shape[:2] != tgt_out.shape:
-        raise ValueError(f"model returned logits of shape {tuple(logits.shape)}; expected (B, T, V) with "
-                         f"(B, T) = {tuple(tgt_out.shape)}")
-    return F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD_ID,
-                           label_smoothing=label_smoothing)
+        raise ValueError(
+            f"model returned logits of shape {tuple(logits.shape)}; expected (B, T, V) with "
+            f"(B, T) = {tuple(tgt_out.shape)}"
+        )
+    return F.cross_entropy(
+        logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD_ID, label_smoothing=label_smoothing
+    )
 
 
 @torch.no_grad()
@@ -133,12 +137,12 @@ def greedy_decode(model: torch.nn.Module, src: torch.Tensor, src_lengths: torch.
     model.eval()
     batch_size = src.shape[0]
     tgt = torch.full((batch_size, 1), BOS_ID, dtype=torch.long, device=src.device)  # (B, 1)
-    done = torch.zeros(batch_size, dtype=torch.bool, device=src.device)              # (B,)
+    done = torch.zeros(batch_size, dtype=torch.bool, device=src.device)  # (B,)
     for _ in range(max_len):
-        logits = model(src, src_lengths, tgt)                 # (B, t, V)
-        next_id = logits[:, -1].argmax(-1)                    # (B,)
+        logits = model(src, src_lengths, tgt)  # (B, t, V)
+        next_id = logits[:, -1].argmax(-1)  # (B,)
         next_id = next_id.masked_fill(done, PAD_ID)
-        tgt = torch.cat([tgt, next_id[:, None]], dim=1)       # (B, t + 1)
+        tgt = torch.cat([tgt, next_id[:, None]], dim=1)  # (B, t + 1)
         done |= next_id == EOS_ID
         if done.all():
             break

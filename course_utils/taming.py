@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn as nn
@@ -31,8 +31,15 @@ import torch.nn.functional as F
 # --------------------------------------------------------------------------- learning-rate schedule
 
 
-def warmup_cosine(step: float, warmup_steps: float, total_steps: float | None, min_ratio: float = 0.0, *,
-                  offset: float = 1.0, progress: float | None = None) -> float:
+def warmup_cosine(
+    step: float,
+    warmup_steps: float,
+    total_steps: float | None,
+    min_ratio: float = 0.0,
+    *,
+    offset: float = 1.0,
+    progress: float | None = None,
+) -> float:
     """Learning-rate multiplier at optimizer step ``step`` (0-based): a float in ``[min_ratio, 1]``.
 
     Linear warm-up ``(step + 1) / warmup_steps`` for ``step < warmup_steps`` (so the first step
@@ -49,10 +56,13 @@ def warmup_cosine(step: float, warmup_steps: float, total_steps: float | None, m
       from the start of the run (1 at ``progress=0``, ``min_ratio`` at 1) instead of counting steps
       from the end of the warm-up, which still counts steps; ``total_steps`` is not used (pass None).
     """
-    if warmup_steps < 0 or (progress is None and (total_steps is None or total_steps <= 0
-                                                   or warmup_steps > total_steps)):
-        raise ValueError(f"need 0 <= warmup_steps <= total_steps and total_steps > 0, "
-                         f"got warmup_steps={warmup_steps}, total_steps={total_steps}")
+    if warmup_steps < 0 or (
+        progress is None and (total_steps is None or total_steps <= 0 or warmup_steps > total_steps)
+    ):
+        raise ValueError(
+            f"need 0 <= warmup_steps <= total_steps and total_steps > 0, "
+            f"got warmup_steps={warmup_steps}, total_steps={total_steps}"
+        )
     if not 0.0 <= min_ratio <= 1.0:
         raise ValueError(f"min_ratio must be in [0, 1], got {min_ratio}")
     if step < 0 or (progress is not None and progress < 0):
@@ -66,13 +76,15 @@ def warmup_cosine(step: float, warmup_steps: float, total_steps: float | None, m
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def warmup_cosine_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int,
-                            min_ratio: float = 0.0) -> torch.optim.lr_scheduler.LambdaLR:
+def warmup_cosine_scheduler(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int, min_ratio: float = 0.0
+) -> torch.optim.lr_scheduler.LambdaLR:
     """A ``LambdaLR`` whose multiplier is :func:`warmup_cosine`; call ``scheduler.step()`` after each
     ``optimizer.step()``. The learning rate of every group is its initial ``lr`` times the multiplier."""
     warmup_cosine(0, warmup_steps, total_steps, min_ratio)  # validates the arguments now
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_cosine(step, warmup_steps, total_steps, min_ratio))
+        optimizer, lambda step: warmup_cosine(step, warmup_steps, total_steps, min_ratio)
+    )
 
 
 # --------------------------------------------------------------------------- normalisation, residuals
@@ -96,7 +108,7 @@ class RMSNorm(nn.Module):
         if x.shape[-1] != self.weight.shape[0]:
             raise ValueError(f"last axis of x must be {self.weight.shape[0]}, got shape {tuple(x.shape)}")
         rms = x.pow(2).mean(dim=-1, keepdim=True).add(self.eps).rsqrt()  # (..., 1)
-        return x * rms * self.weight                                       # (..., D)
+        return x * rms * self.weight  # (..., D)
 
 
 class ReZero(nn.Module):
@@ -125,8 +137,7 @@ def layernorm_jacobian_norm(x: torch.Tensor, eps: float = 1e-5) -> float:
     that flows back through it.
     """
     if not isinstance(x, torch.Tensor) or x.dim() != 1 or not x.is_floating_point():
-        raise ValueError(f"x must be a 1-D float tensor, got {type(x).__name__} "
-                         f"{tuple(getattr(x, 'shape', ()))}")
+        raise ValueError(f"x must be a 1-D float tensor, got {type(x).__name__} {tuple(getattr(x, 'shape', ()))}")
     jacobian = torch.autograd.functional.jacobian(lambda v: F.layer_norm(v, v.shape, eps=eps), x)  # (D, D)
     return torch.linalg.matrix_norm(jacobian, ord=2).item()
 
@@ -134,7 +145,11 @@ def layernorm_jacobian_norm(x: torch.Tensor, eps: float = 1e-5) -> float:
 # --------------------------------------------------------------------------- gated feed-forward
 
 GLU_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "swiglu": F.silu, "geglu": F.gelu, "reglu": F.relu, "glu": torch.sigmoid, "bilinear": lambda z: z,
+    "swiglu": F.silu,
+    "geglu": F.gelu,
+    "reglu": F.relu,
+    "glu": torch.sigmoid,
+    "bilinear": lambda z: z,
 }
 
 
@@ -156,15 +171,16 @@ class GLUFeedForward(nn.Module):
         self.down = nn.Linear(d_hidden, d_model, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = GLU_ACTIVATIONS[self.activation](self.gate(x)) * self.up(x)   # (..., F)
-        return self.down(h)                                               # (..., D)
+        h = GLU_ACTIVATIONS[self.activation](self.gate(x)) * self.up(x)  # (..., F)
+        return self.down(h)  # (..., D)
 
 
 # --------------------------------------------------------------------------- relative positions
 
 
-def t5_buckets(relative_position: torch.Tensor, bidirectional: bool = True, num_buckets: int = 32,
-               max_distance: int = 128) -> torch.Tensor:
+def t5_buckets(
+    relative_position: torch.Tensor, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+) -> torch.Tensor:
     """T5's bucket ids for integer offsets ``key - query``, any shape -> same shape, long.
 
     Half the buckets (or all, if not ``bidirectional``) cover one direction; of those, the first
@@ -175,7 +191,7 @@ def t5_buckets(relative_position: torch.Tensor, bidirectional: bool = True, num_
         raise ValueError(f"relative_position must be an integer tensor, got {relative_position.dtype}")
     if num_buckets < 4 or max_distance < 2:
         raise ValueError(f"need num_buckets >= 4 and max_distance >= 2, got {num_buckets}, {max_distance}")
-    n = -relative_position.long()                       # > 0: the key lies in the past
+    n = -relative_position.long()  # > 0: the key lies in the past
     buckets = torch.zeros_like(n)
     if bidirectional:
         num_buckets //= 2
@@ -203,9 +219,11 @@ class RelativePositionBias(nn.Module):
 
     def forward(self, query_len: int, key_len: int) -> torch.Tensor:
         device = self.embedding.weight.device
-        offset = torch.arange(key_len, device=device)[None, :] - torch.arange(query_len, device=device)[:, None]  # (T_q, T_k)
-        buckets = t5_buckets(offset, self.bidirectional, self.num_buckets, self.max_distance)                      # (T_q, T_k)
-        return self.embedding(buckets).permute(2, 0, 1)                                                            # (H, T_q, T_k)
+        offset = (
+            torch.arange(key_len, device=device)[None, :] - torch.arange(query_len, device=device)[:, None]
+        )  # (T_q, T_k)
+        buckets = t5_buckets(offset, self.bidirectional, self.num_buckets, self.max_distance)  # (T_q, T_k)
+        return self.embedding(buckets).permute(2, 0, 1)  # (H, T_q, T_k)
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
@@ -234,10 +252,10 @@ def alibi_bias(num_heads: int, seq_len: int, causal: bool = True) -> torch.Tenso
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ValueError(f"seq_len must be a positive int, got {seq_len!r}")
     position = torch.arange(seq_len)
-    distance = (position[:, None] - position[None, :]).abs().float()        # (T, T)
-    bias = -alibi_slopes(num_heads)[:, None, None] * distance                # (H, T, T)
+    distance = (position[:, None] - position[None, :]).abs().float()  # (T, T)
+    bias = -alibi_slopes(num_heads)[:, None, None] * distance  # (H, T, T)
     if causal:
-        future = torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1)      # (T, T)
+        future = torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1)  # (T, T)
         bias = bias.masked_fill(future, float("-inf"))
     return bias
 
@@ -252,7 +270,7 @@ def radam_rectification(step: int, beta2: float = 0.999, threshold: float = 5.0)
     if step < 1 or not 0.0 < beta2 < 1.0:
         raise ValueError(f"need step >= 1 and 0 < beta2 < 1, got step={step}, beta2={beta2}")
     rho_inf = 2.0 / (1.0 - beta2) - 1.0
-    rho_t = rho_inf - 2.0 * step * beta2 ** step / (1.0 - beta2 ** step)
+    rho_t = rho_inf - 2.0 * step * beta2**step / (1.0 - beta2**step)
     if rho_t <= threshold:
         return None
     return math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
@@ -267,19 +285,22 @@ def weight_decay_groups(model: nn.Module, weight_decay: float, no_decay: Iterabl
     gradients are left out; each group keeps the order of ``model.parameters()``."""
     if weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
-    names = dict(model.named_parameters(remove_duplicate=False))          # tied weights under every name
+    names = dict(model.named_parameters(remove_duplicate=False))  # tied weights under every name
     unknown = set(no_decay) - names.keys()
     if unknown:
         raise ValueError(f"no_decay names no parameter of the model: {sorted(unknown)}")
     excluded = {id(names[name]) for name in no_decay}
     params = [p for p in model.parameters() if p.requires_grad]
     decays = [p.dim() >= 2 and id(p) not in excluded for p in params]
-    return [{"params": [p for p, d in zip(params, decays) if d], "weight_decay": weight_decay},
-            {"params": [p for p, d in zip(params, decays) if not d], "weight_decay": 0.0}]
+    return [
+        {"params": [p for p, d in zip(params, decays) if d], "weight_decay": weight_decay},
+        {"params": [p for p, d in zip(params, decays) if not d], "weight_decay": 0.0},
+    ]
 
 
-def label_smoothed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1,
-                                 ignore_index: int = -100) -> torch.Tensor:
+def label_smoothed_cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1, ignore_index: int = -100
+) -> torch.Tensor:
     """Mean cross-entropy against ``(1 - smoothing) * one_hot + smoothing / V`` (Szegedy et al.).
 
     ``logits (N, V)`` float, ``targets (N,)`` long -> scalar; positions whose target is
@@ -287,19 +308,26 @@ def label_smoothed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, sm
     ``F.cross_entropy(logits, targets, label_smoothing=smoothing, ignore_index=ignore_index)``.
     """
     if logits.dim() != 2 or targets.shape != logits.shape[:1] or targets.dtype != torch.long:
-        raise ValueError(f"need logits (N, V) and long targets (N,), got {tuple(logits.shape)} and "
-                         f"{tuple(targets.shape)} {targets.dtype}")
+        raise ValueError(
+            f"need logits (N, V) and long targets (N,), got {tuple(logits.shape)} and "
+            f"{tuple(targets.shape)} {targets.dtype}"
+        )
     if not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"smoothing must be in [0, 1], got {smoothing}")
-    keep = targets != ignore_index                                              # (N,)
-    log_probs = logits[keep].log_softmax(dim=-1)                                # (N', V)
-    nll = -log_probs.gather(1, targets[keep][:, None]).squeeze(1)               # (N',)
-    uniform = -log_probs.mean(dim=-1)                                           # (N',)
+    keep = targets != ignore_index  # (N,)
+    log_probs = logits[keep].log_softmax(dim=-1)  # (N', V)
+    nll = -log_probs.gather(1, targets[keep][:, None]).squeeze(1)  # (N',)
+    uniform = -log_probs.mean(dim=-1)  # (N',)
     return ((1.0 - smoothing) * nll + smoothing * uniform).mean()
 
 
-def accumulate_gradients(model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: torch.Tensor,
-                         targets: torch.Tensor, micro_batch_size: int) -> float:
+def accumulate_gradients(
+    model: nn.Module,
+    loss_fn: Callable[..., torch.Tensor],
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    micro_batch_size: int,
+) -> float:
     """Backpropagate the mean loss of a large batch in micro-batches; returns that mean loss (float).
 
     ``inputs`` and ``targets`` share their first (batch) axis ``B``; ``loss_fn(model, x, y)`` returns
@@ -310,11 +338,13 @@ def accumulate_gradients(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
     """
     batch_size = inputs.shape[0]
     if targets.shape[0] != batch_size or micro_batch_size < 1:
-        raise ValueError(f"inputs and targets need the same batch size and micro_batch_size >= 1, got "
-                         f"{batch_size}, {targets.shape[0]}, {micro_batch_size}")
+        raise ValueError(
+            f"inputs and targets need the same batch size and micro_batch_size >= 1, got "
+            f"{batch_size}, {targets.shape[0]}, {micro_batch_size}"
+        )
     total = 0.0
     for start in range(0, batch_size, micro_batch_size):
-        x, y = inputs[start:start + micro_batch_size], targets[start:start + micro_batch_size]
+        x, y = inputs[start : start + micro_batch_size], targets[start : start + micro_batch_size]
         loss = loss_fn(model, x, y) * (x.shape[0] / batch_size)
         loss.backward()
         total += loss.item()

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import torch
 
@@ -40,6 +40,7 @@ def _check_text(text: object, name: str = "text") -> str:
 
 # --------------------------------------------------------------------------- tokenizers
 
+
 def char_tokenize(text: str) -> list[str]:
     """Every character is a token (spaces included): ``"a b"`` -> ``['a', ' ', 'b']``."""
     return list(_check_text(text))
@@ -62,6 +63,7 @@ def regex_tokenize(text: str, lower: bool = False, pattern: re.Pattern | str = T
 
 # --------------------------------------------------------------------------- vocabulary
 
+
 @dataclass
 class Vocab:
     """A bijection token <-> id whose ids ``0, 1, 2, 3`` are ``<pad> <unk> <bos> <eos>``.
@@ -81,7 +83,7 @@ class Vocab:
         self.stoi = {token: i for i, token in enumerate(self.itos)}
 
     @classmethod
-    def build(cls, token_lists: Iterable[Sequence[str]], min_freq: int = 1, max_size: int | None = None) -> "Vocab":
+    def build(cls, token_lists: Iterable[Sequence[str]], min_freq: int = 1, max_size: int | None = None) -> Vocab:
         """Count tokens over ``token_lists`` (a list of token lists) and keep the frequent ones.
 
         A token is kept when it occurs at least ``min_freq`` times. Tokens are ordered by
@@ -140,6 +142,7 @@ class Vocab:
 
 # --------------------------------------------------------------------------- padding and collation
 
+
 def pad_batch(
     sequences: Sequence[Sequence[int] | torch.Tensor],
     pad_id: int = PAD_ID,
@@ -159,7 +162,9 @@ def pad_batch(
     for k, seq in enumerate(sequences):
         if isinstance(seq, torch.Tensor):
             if seq.dim() != 1 or seq.is_floating_point() or seq.dtype == torch.bool:
-                raise ValueError(f"sequence {k}: expected a 1-D integer tensor, got shape {tuple(seq.shape)} dtype {seq.dtype}")
+                raise ValueError(
+                    f"sequence {k}: expected a 1-D integer tensor, got shape {tuple(seq.shape)} dtype {seq.dtype}"
+                )
             seq = seq.tolist()
         if isinstance(seq, str) or not all(isinstance(i, int) and not isinstance(i, bool) for i in seq):
             raise ValueError(f"sequence {k}: expected a list of int ids, got {seq!r:.60}")
@@ -197,6 +202,7 @@ def collate(
 
 
 # --------------------------------------------------------------------------- byte-pair encoding
+
 
 def pretokenize(text: str) -> list[str]:
     """Split ``text`` into BPE chunks (``CHUNK_PATTERN``); ``"".join(chunks) == text``.
@@ -304,7 +310,7 @@ class BPETokenizer:
         self._cache: dict[str, list[str]] = {}
 
     @classmethod
-    def train(cls, text: str, num_merges: int) -> "BPETokenizer":
+    def train(cls, text: str, num_merges: int) -> BPETokenizer:
         """Learn ``num_merges`` merges (fewer if the text runs out of pairs) from ``text``."""
         chunks = pretokenize(text)
         if not chunks:
@@ -358,6 +364,7 @@ class BPETokenizer:
 
 
 # --------------------------------------------------------------------------- character n-grams
+
 
 def char_ngrams(word: str, n_min: int = 3, n_max: int | None = None, boundary: bool = True) -> list[str]:
     """fastText's character n-grams (Bojanowski et al., 2017) of ``word``.

@@ -9,8 +9,9 @@ device), so the same loop serves classifiers, language models and seq2seq models
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 
@@ -23,10 +24,10 @@ LossFn = Callable[[torch.nn.Module, Any], torch.Tensor]
 class History:
     """Losses recorded by :func:`fit`: one entry per optimizer step and per epoch."""
 
-    step_loss: list[float] = field(default_factory=list)   # training loss at every step
+    step_loss: list[float] = field(default_factory=list)  # training loss at every step
     train_loss: list[float] = field(default_factory=list)  # mean training loss per epoch
-    val_loss: list[float] = field(default_factory=list)    # validation loss per epoch (if any)
-    lr: list[float] = field(default_factory=list)          # learning rate at every step
+    val_loss: list[float] = field(default_factory=list)  # validation loss per epoch (if any)
+    lr: list[float] = field(default_factory=list)  # learning rate at every step
 
 
 def to_device(batch: Any, device: torch.device | str) -> Any:

@@ -37,6 +37,7 @@ ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 # --------------------------------------------------------------------------- positions
 
+
 def _frequencies(d_model: int, base: float) -> torch.Tensor:
     """``(D/2,)`` float64: the turning rate ``base^(-2j/D)`` of feature pair ``j``; ``D`` must be even."""
     if not isinstance(d_model, int) or d_model < 2 or d_model % 2:
@@ -44,8 +45,9 @@ def _frequencies(d_model: int, base: float) -> torch.Tensor:
     return base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
 
 
-def sinusoidal_positions(seq_len: int, d_model: int, base: float = 10000.0,
-                         dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def sinusoidal_positions(
+    seq_len: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """The sinusoidal position table ``P (T, D)`` of "Attention Is All You Need".
 
     ``P[i, 2j] = sin(i / base^(2j/D))`` and ``P[i, 2j+1] = cos(i / base^(2j/D))`` for positions
@@ -54,13 +56,13 @@ def sinusoidal_positions(seq_len: int, d_model: int, base: float = 10000.0,
     """
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ValueError(f"seq_len must be a positive int, got {seq_len!r}")
-    freq = _frequencies(d_model, base)                                              # (D/2,)
-    position = torch.arange(seq_len, dtype=torch.float64)[:, None]                 # (T, 1)
-    angle = position * freq                                                         # (T, D/2)
+    freq = _frequencies(d_model, base)  # (D/2,)
+    position = torch.arange(seq_len, dtype=torch.float64)[:, None]  # (T, 1)
+    angle = position * freq  # (T, D/2)
     P = torch.empty(seq_len, d_model, dtype=torch.float64)
     P[:, 0::2] = torch.sin(angle)
     P[:, 1::2] = torch.cos(angle)
-    return P.to(dtype)                                                              # (T, D)
+    return P.to(dtype)  # (T, D)
 
 
 def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -70,8 +72,8 @@ def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     ``[[cos(w_j k), sin(w_j k)], [-sin(w_j k), cos(w_j k)]]``. It does not depend on ``t``:
     a shift by ``k`` positions is one linear map, whatever the position.
     """
-    freq = _frequencies(d_model, base)                                            # (D/2,)
-    c, s = torch.cos(freq * k), torch.sin(freq * k)                               # (D/2,)
+    freq = _frequencies(d_model, base)  # (D/2,)
+    c, s = torch.cos(freq * k), torch.sin(freq * k)  # (D/2,)
     R = torch.zeros(d_model, d_model, dtype=torch.float64)
     even = torch.arange(0, d_model, 2)
     R[even, even], R[even, even + 1] = c, s
@@ -114,7 +116,7 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_embedded(x, self.d_model, self.max_len, "LearnedPositionalEmbedding")
         positions = torch.arange(x.shape[1], device=x.device)  # (T,)
-        return x + self.embed(positions)                       # (B, T, D)
+        return x + self.embed(positions)  # (B, T, D)
 
 
 def padding_mask(lengths: torch.Tensor, seq_len: int) -> torch.Tensor:
@@ -123,6 +125,7 @@ def padding_mask(lengths: torch.Tensor, seq_len: int) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------- layers
+
 
 class FeedForward(nn.Module):
     """Position-wise MLP ``linear2(dropout(act(linear1(x))))``: ``(..., D) -> (..., D)``, width ``d_ff``.
@@ -169,8 +172,16 @@ class EncoderLayer(nn.Module):
     Dropout sits on each sublayer's output (and inside the MLP), as in ``nn.TransformerEncoderLayer``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads)
@@ -187,9 +198,9 @@ class EncoderLayer(nn.Module):
             x = x + self._sa(self.norm1(x), mask)
             return x + self.dropout(self.ffn(self.norm2(x)))  # (B, T, D)
         x = self.norm1(x + self._sa(x, mask))
-        return self.norm2(x + self.dropout(self.ffn(x)))     # (B, T, D)
+        return self.norm2(x + self.dropout(self.ffn(x)))  # (B, T, D)
 
-    def from_torch(self, reference: nn.TransformerEncoderLayer) -> "EncoderLayer":
+    def from_torch(self, reference: nn.TransformerEncoderLayer) -> EncoderLayer:
         """Copy the weights of a ``nn.TransformerEncoderLayer`` (same sizes and ``norm_first``)."""
         _copy_common(self, reference, norms=2)
         return self
@@ -204,8 +215,16 @@ class DecoderLayer(nn.Module):
     (a causal mask: :func:`course_utils.attention.causal_mask`), ``memory_mask`` to ``(B, H, T, S)``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads)
@@ -220,8 +239,13 @@ class DecoderLayer(nn.Module):
         self.cross_weights = weights.detach()
         return self.dropout(out)
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        self_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         sa = lambda z: self.dropout(self.self_attn(z, z, z, self_mask)[0])  # noqa: E731
         if self.norm_first:
             y = y + sa(self.norm1(y))
@@ -229,10 +253,10 @@ class DecoderLayer(nn.Module):
             return y + self.dropout(self.ffn(self.norm3(y)))  # (B, T, D)
         y = self.norm1(y + sa(y))
         y = self.norm2(y + self._ca(y, memory, memory_mask))
-        return self.norm3(y + self.dropout(self.ffn(y)))     # (B, T, D)
+        return self.norm3(y + self.dropout(self.ffn(y)))  # (B, T, D)
 
     @torch.no_grad()
-    def from_torch(self, reference: nn.TransformerDecoderLayer) -> "DecoderLayer":
+    def from_torch(self, reference: nn.TransformerDecoderLayer) -> DecoderLayer:
         """Copy the weights of a ``nn.TransformerDecoderLayer`` (its ``multihead_attn`` is our ``cross_attn``)."""
         _copy_common(self, reference, norms=3)
         self.cross_attn.from_torch(reference.multihead_attn)
@@ -240,6 +264,7 @@ class DecoderLayer(nn.Module):
 
 
 # --------------------------------------------------------------------------- models
+
 
 def _positions(kind: str, d_model: int, max_len: int) -> nn.Module:
     if kind == "sinusoidal":
@@ -255,10 +280,11 @@ def _positions(kind: str, d_model: int, max_len: int) -> nn.Module:
 class ClassifierConfig(TextClassifierConfig):
     """:class:`TransformerClassifier`'s configuration: unit 04's text-classifier fields (vocabulary,
     classes, width D, layers, pooling, dropout, padding id) with a transformer encoder's."""
-    pooling: str = "max"           # "mean" | "max" over the real tokens
+
+    pooling: str = "max"  # "mean" | "max" over the real tokens
     dropout: float = 0.1
-    num_heads: int = 2        # H
-    d_ff: int = 128           # MLP width, 4 D
+    num_heads: int = 2  # H
+    d_ff: int = 128  # MLP width, 4 D
     max_len: int = 512
     positions: str = "sinusoidal"  # "sinusoidal" | "learned" | "none"
     norm_first: bool = False
@@ -279,8 +305,10 @@ class TransformerClassifier(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
         self.positions = _positions(config.positions, config.d_model, config.max_len)
         self.dropout = nn.Dropout(config.dropout)
-        self.layers = nn.ModuleList(EncoderLayer(config.d_model, config.num_heads, config.d_ff, config.dropout,
-                                                 config.norm_first) for _ in range(config.num_layers))
+        self.layers = nn.ModuleList(
+            EncoderLayer(config.d_model, config.num_heads, config.d_ff, config.dropout, config.norm_first)
+            for _ in range(config.num_layers)
+        )
         self.norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
         self.head = nn.Linear(config.d_model, config.num_classes)
 
@@ -289,9 +317,9 @@ class TransformerClassifier(nn.Module):
         x = self.dropout(self.positions(self.embed(ids)))  # (B, T, D)
         mask = padding_mask(lengths.to(ids.device), ids.shape[1])  # (B, 1, 1, T)
         for layer in self.layers:
-            x = layer(x, mask)                                  # (B, T, D)
+            x = layer(x, mask)  # (B, T, D)
         pooled = masked_pool(self.norm(x), mask[:, 0, 0], self.config.pooling)  # (B, D)
-        return self.head(pooled)                                # (B, C)
+        return self.head(pooled)  # (B, C)
 
 
 class TransformerSeq2Seq(nn.Module):
@@ -304,9 +332,19 @@ class TransformerSeq2Seq(nn.Module):
     (the paper scales because its embeddings, shared with the output layer, start near 1/sqrt(D)).
     """
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 64, num_heads: int = 4,
-                 num_layers: int = 2, d_ff: int = 128, dropout: float = 0.1, max_len: int = 128,
-                 norm_first: bool = True, positions: str = "sinusoidal"):
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        d_ff: int = 128,
+        dropout: float = 0.1,
+        max_len: int = 128,
+        norm_first: bool = True,
+        positions: str = "sinusoidal",
+    ):
         super().__init__()
         self.d_model = d_model
         self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=PAD_ID)
@@ -314,10 +352,12 @@ class TransformerSeq2Seq(nn.Module):
         self.src_positions = _positions(positions, d_model, max_len)
         self.tgt_positions = _positions(positions, d_model, max_len)
         self.dropout = nn.Dropout(dropout)
-        self.encoder = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first)
-                                     for _ in range(num_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first)
-                                     for _ in range(num_layers))
+        self.encoder = nn.ModuleList(
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers)
+        )
+        self.decoder = nn.ModuleList(
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers)
+        )
         final_norm = (lambda: nn.LayerNorm(d_model)) if norm_first else nn.Identity  # Pre-LN needs one at the top
         self.enc_norm, self.dec_norm = final_norm(), final_norm()
         self.out = nn.Linear(d_model, tgt_vocab_size)

@@ -38,9 +38,9 @@ def img_to_patch(images: torch.Tensor, patch_size: int) -> torch.Tensor:
     p = patch_size
     if H % p or W % p:
         raise ValueError(f"image size {H}x{W} is not divisible by patch_size={p}")
-    x = images.reshape(B, C, H // p, p, W // p, p)         # (B, C, gh, p, gw, p)
-    x = x.permute(0, 2, 4, 1, 3, 5)                        # (B, gh, gw, C, p, p)
-    return x.reshape(B, (H // p) * (W // p), C * p * p)    # (B, N, C*p*p)
+    x = images.reshape(B, C, H // p, p, W // p, p)  # (B, C, gh, p, gw, p)
+    x = x.permute(0, 2, 4, 1, 3, 5)  # (B, gh, gw, C, p, p)
+    return x.reshape(B, (H // p) * (W // p), C * p * p)  # (B, N, C*p*p)
 
 
 class PatchEmbedding(nn.Module):
@@ -56,13 +56,19 @@ class PatchEmbedding(nn.Module):
         return self.proj(img_to_patch(images, self.patch_size))  # (B, N, D)
 
     @torch.no_grad()
-    def from_conv(self, conv: nn.Conv2d) -> "PatchEmbedding":
+    def from_conv(self, conv: nn.Conv2d) -> PatchEmbedding:
         """Copy the weights of a stride-p, kernel-p ``conv`` so that both compute the same map."""
         p = self.patch_size
-        if conv.kernel_size != (p, p) or conv.stride != (p, p) or conv.weight.shape[1:] != (
-                self.proj.in_features // (p * p), p, p) or conv.out_channels != self.proj.out_features:
-            raise ValueError(f"need Conv2d({self.proj.in_features // (p * p)}, {self.proj.out_features}, "
-                             f"kernel_size={p}, stride={p}), got {conv}")
+        if (
+            conv.kernel_size != (p, p)
+            or conv.stride != (p, p)
+            or conv.weight.shape[1:] != (self.proj.in_features // (p * p), p, p)
+            or conv.out_channels != self.proj.out_features
+        ):
+            raise ValueError(
+                f"need Conv2d({self.proj.in_features // (p * p)}, {self.proj.out_features}, "
+                f"kernel_size={p}, stride={p}), got {conv}"
+            )
         self.proj.weight.copy_(conv.weight.reshape(conv.out_channels, -1))  # (D, C*p*p)
         if conv.bias is not None:
             self.proj.bias.copy_(conv.bias)
@@ -80,10 +86,10 @@ class ViTConfig:
     d_model: int = 64
     num_layers: int = 4
     num_heads: int = 4
-    mlp_ratio: float = 2.0        # FFN hidden width = mlp_ratio * d_model
+    mlp_ratio: float = 2.0  # FFN hidden width = mlp_ratio * d_model
     dropout: float = 0.0
-    pool: str = "cls"             # classify from the CLS token ("cls") or the mean of the patch tokens ("mean")
-    init: str = "vit"             # Linear weights: truncated normal, std 0.02 ("vit") or PyTorch's default ("default")
+    pool: str = "cls"  # classify from the CLS token ("cls") or the mean of the patch tokens ("mean")
+    init: str = "vit"  # Linear weights: truncated normal, std 0.02 ("vit") or PyTorch's default ("default")
 
     def __post_init__(self) -> None:
         if self.pool not in ("cls", "mean"):
@@ -119,15 +125,17 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T, D = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, D // self.num_heads).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, d_head)
+        q, k, v = (
+            self.qkv(x).view(B, T, 3, self.num_heads, D // self.num_heads).permute(2, 0, 3, 1, 4)
+        )  # 3 x (B, H, T, d_head)
         p = self.dropout if self.training else 0.0
-        if need_weights:                                                                    # unit 05's version
-            out, weights = scaled_dot_product_attention(q, k, v)                            # (B, H, T, d_head), (B, H, T, T)
+        if need_weights:  # unit 05's version
+            out, weights = scaled_dot_product_attention(q, k, v)  # (B, H, T, d_head), (B, H, T, T)
             if p:
-                out = F.dropout(weights, p) @ v                                             # (B, H, T, d_head)
+                out = F.dropout(weights, p) @ v  # (B, H, T, d_head)
         else:
-            weights, out = None, F.scaled_dot_product_attention(q, k, v, dropout_p=p)       # (B, H, T, d_head)
-        return self.proj(out.transpose(1, 2).reshape(B, T, D)), weights                     # (B, T, D)
+            weights, out = None, F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # (B, H, T, d_head)
+        return self.proj(out.transpose(1, 2).reshape(B, T, D)), weights  # (B, T, D)
 
 
 class EncoderBlock(nn.Module):
@@ -143,14 +151,15 @@ class EncoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         h, weights = self.attn(self.norm1(x), need_weights)
-        x = x + h                                          # (B, T, D)
-        return x + self.mlp(self.norm2(x)), weights        # (B, T, D)
+        x = x + h  # (B, T, D)
+        return x + self.mlp(self.norm2(x)), weights  # (B, T, D)
 
 
 class ViT(nn.Module):
     """Patch embedding -> [CLS] + patches -> + position embeddings -> Pre-LN encoder -> LayerNorm
     -> Linear head on the CLS state (or, with ``pool="mean"``, on the mean of the patch states,
-    which Beyer et al., "Better plain ViT baselines for ImageNet-1k", found trains faster). ``forward(images (B, C, H, W)) -> logits (B, num_classes)``."""
+    which Beyer et al., "Better plain ViT baselines for ImageNet-1k", found trains faster).
+    ``forward(images (B, C, H, W)) -> logits (B, num_classes)``."""
 
     def __init__(self, config: ViTConfig):
         super().__init__()
@@ -180,21 +189,23 @@ class ViT(nn.Module):
     def forward(self, images: torch.Tensor, return_attention: bool = False):
         c = self.config
         if images.ndim != 4 or tuple(images.shape[1:]) != (c.in_channels, c.image_size, c.image_size):
-            raise ValueError(f"images must be (B, {c.in_channels}, {c.image_size}, {c.image_size}), "
-                             f"got shape {tuple(images.shape)}")
-        x = self.patch_embedding(images)                                  # (B, N, D)
-        cls = self.cls_token.expand(x.shape[0], -1, -1)                   # (B, 1, D)
+            raise ValueError(
+                f"images must be (B, {c.in_channels}, {c.image_size}, {c.image_size}), got shape {tuple(images.shape)}"
+            )
+        x = self.patch_embedding(images)  # (B, N, D)
+        cls = self.cls_token.expand(x.shape[0], -1, -1)  # (B, 1, D)
         x = self.dropout(torch.cat([cls, x], dim=1) + self.pos_embedding)  # (B, N+1, D)
         attentions = []
         for block in self.blocks:
-            x, weights = block(x, need_weights=return_attention)          # (B, N+1, D)
+            x, weights = block(x, need_weights=return_attention)  # (B, N+1, D)
             attentions.append(weights)
-        summary = x[:, 0] if c.pool == "cls" else x[:, 1:].mean(dim=1)     # (B, D)
-        logits = self.head(self.norm(summary))                            # (B, num_classes)
+        summary = x[:, 0] if c.pool == "cls" else x[:, 1:].mean(dim=1)  # (B, D)
+        logits = self.head(self.norm(summary))  # (B, num_classes)
         return (logits, attentions) if return_attention else logits
 
 
 # --------------------------------------------------------------------------- looking inside
+
 
 def attention_rollout(attentions: list[torch.Tensor], add_residual: bool = True) -> torch.Tensor:
     """Attention rollout (Abnar and Zuidema, "Quantifying Attention Flow in Transformers"): how much
@@ -207,13 +218,14 @@ def attention_rollout(attentions: list[torch.Tensor], add_residual: bool = True)
     rollout = None
     for weights in attentions:
         if weights is None or weights.ndim != 4 or weights.shape[-1] != weights.shape[-2]:
-            raise ValueError("each layer's attention must be a (B, H, T, T) tensor; "
-                             "call the model with return_attention=True")
-        a = weights.mean(dim=1)                                            # (B, T, T)
+            raise ValueError(
+                "each layer's attention must be a (B, H, T, T) tensor; call the model with return_attention=True"
+            )
+        a = weights.mean(dim=1)  # (B, T, T)
         if add_residual:
             a = a + torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
             a = a / a.sum(dim=-1, keepdim=True)
-        rollout = a if rollout is None else a @ rollout                    # (B, T, T)
+        rollout = a if rollout is None else a @ rollout  # (B, T, T)
     return rollout
 
 
@@ -222,12 +234,13 @@ def cls_attention_map(attention: torch.Tensor, grid: tuple[int, int]) -> torch.T
     ``(B, H, T, T)`` weights (averaged over heads) or a rollout ``(B, T, T)``, with ``T = 1 + gh*gw``;
     returns ``(B, gh, gw)``."""
     if attention.ndim == 4:
-        attention = attention.mean(dim=1)                                  # (B, T, T)
+        attention = attention.mean(dim=1)  # (B, T, T)
     gh, gw = grid
     if attention.ndim != 3 or attention.shape[-1] != 1 + gh * gw:
-        raise ValueError(f"need (B, H, T, T) or (B, T, T) attention with T = 1 + {gh}*{gw}, "
-                         f"got shape {tuple(attention.shape)}")
-    return attention[:, 0, 1:].reshape(-1, gh, gw)                         # (B, gh, gw)
+        raise ValueError(
+            f"need (B, H, T, T) or (B, T, T) attention with T = 1 + {gh}*{gw}, got shape {tuple(attention.shape)}"
+        )
+    return attention[:, 0, 1:].reshape(-1, gh, gw)  # (B, gh, gw)
 
 
 def position_similarity(pos_embedding: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
@@ -235,13 +248,13 @@ def position_similarity(pos_embedding: torch.Tensor, grid: tuple[int, int]) -> t
     ``pos_embedding (1, T, D)`` or ``(T, D)``, with T = gh*gw or 1 + gh*gw (the CLS row is dropped);
     returns ``(gh, gw, gh, gw)``: entry ``[i, j]`` is patch (i, j)'s similarity to every patch."""
     gh, gw = grid
-    pos = pos_embedding.detach().reshape(-1, pos_embedding.shape[-1])       # (T, D)
+    pos = pos_embedding.detach().reshape(-1, pos_embedding.shape[-1])  # (T, D)
     if pos.shape[0] == 1 + gh * gw:
-        pos = pos[1:]                                                      # (N, D)
+        pos = pos[1:]  # (N, D)
     if pos.shape[0] != gh * gw:
         raise ValueError(f"position embeddings {tuple(pos_embedding.shape)} do not fit a {gh}x{gw} grid")
     unit = F.normalize(pos, dim=-1)
-    return (unit @ unit.T).reshape(gh, gw, gh, gw)                          # (gh, gw, gh, gw)
+    return (unit @ unit.T).reshape(gh, gw, gh, gw)  # (gh, gw, gh, gw)
 
 
 class SmallCNN(nn.Module):
@@ -253,12 +266,13 @@ class SmallCNN(nn.Module):
         super().__init__()
 
         def block(c_in: int, c_out: int) -> nn.Sequential:
-            return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out),
-                                 nn.ReLU(), nn.MaxPool2d(2))
+            return nn.Sequential(
+                nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(), nn.MaxPool2d(2)
+            )
 
         self.features = nn.Sequential(block(in_channels, width), block(width, 2 * width))
         self.head = nn.Linear(2 * width, num_classes)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        x = self.features(images)                  # (B, 2w, H/4, W/4)
-        return self.head(x.mean(dim=(2, 3)))       # (B, num_classes)
+        x = self.features(images)  # (B, 2w, H/4, W/4)
+        return self.head(x.mean(dim=(2, 3)))  # (B, num_classes)

@@ -64,12 +64,22 @@ def feedback(course: Path, units: list[str]) -> list[str]:
         nbgrader_command(course, "generate_feedback", unit, "--force")
         source = Path(coursedir.format_path(coursedir.source_directory, ".", unit))
         release = Path(coursedir.format_path(coursedir.release_directory, ".", unit))
-        hidden = {nb.stem: hidden_lines(trusted_notebook(nb), trusted_notebook(release / nb.name)) for nb in source.glob("*.ipynb")}
+        hidden = {
+            nb.stem: hidden_lines(trusted_notebook(nb), trusted_notebook(release / nb.name))
+            for nb in source.glob("*.ipynb")
+        }
         for page in glob.glob(os.path.join(coursedir.format_path(coursedir.feedback_directory, "*", unit), "*.html")):
             page = Path(page)
-            graded = Path(coursedir.format_path(coursedir.autograded_directory, page.parts[-3], unit)) / f"{page.stem}.ipynb"
-            own = "\n".join(cell_text(c) or "" for c in cells(trusted_notebook(graded)) if nbgrader_meta(c).get("solution")) \
-                if graded.exists() else ""
+            graded = (
+                Path(coursedir.format_path(coursedir.autograded_directory, page.parts[-3], unit)) / f"{page.stem}.ipynb"
+            )
+            own = (
+                "\n".join(
+                    cell_text(c) or "" for c in cells(trusted_notebook(graded)) if nbgrader_meta(c).get("solution")
+                )
+                if graded.exists()
+                else ""
+            )
             plain = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
             if any(line in plain and line not in own for line in hidden.get(page.stem, [])):
                 page.unlink()
@@ -83,7 +93,9 @@ def export(course: Path, to: Path) -> Path:
     nbgrader_command(course, "export", "--to", str(to))
     rows = list(csv.DictReader(to.open(newline="")))
     for row in rows:
-        log = Path(coursedir.format_path(coursedir.autograded_directory, row["student_id"], row["assignment"])) / LOG_NAME
+        log = (
+            Path(coursedir.format_path(coursedir.autograded_directory, row["student_id"], row["assignment"])) / LOG_NAME
+        )
         found = [f for entry in (json.loads(log.read_text()) if log.exists() else []) for f in entry["flags"]]
         row["review_flags"] = "; ".join(found)
     if rows:
@@ -110,8 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     ag.add_argument("--timeout", type=float, default=1800.0, help="seconds per submission")
     ag.add_argument("--memory-mb", type=int, default=8192, help="address space per process")
     ag.add_argument("--no-force", action="store_true", help="skip submissions already autograded")
-    ag.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
-                    help="run student code WITHOUT the sandbox (only inside a throwaway VM or container)")
+    ag.add_argument(
+        UNSAFE_FLAG,
+        dest="unsafe",
+        action="store_true",
+        help="run student code WITHOUT the sandbox (only inside a throwaway VM or container)",
+    )
     ag.add_argument("--bwrap", help=argparse.SUPPRESS)
     fb = sub.add_parser("feedback", help="generate feedback HTML without hidden tests")
     fb.add_argument("units", nargs="+")
@@ -126,8 +142,16 @@ def main(argv: list[str] | None = None) -> int:
         limits = Limits(cell_timeout=args.cell_timeout, timeout=args.timeout, memory_mb=args.memory_mb)
         started = time.monotonic()
         try:
-            graded = autograde(course, args.units, args.student, workers=args.workers, limits=limits,
-                               sandbox=not args.unsafe, force=not args.no_force, bwrap=args.bwrap)
+            graded = autograde(
+                course,
+                args.units,
+                args.student,
+                workers=args.workers,
+                limits=limits,
+                sandbox=not args.unsafe,
+                force=not args.no_force,
+                bwrap=args.bwrap,
+            )
         except SandboxUnavailable as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -80,8 +80,11 @@ class HideTestCode(Preprocessor):
 
             with Gradebook(info["db_url"]) as gb:
                 notebook = gb.find_notebook(info["notebook"], info["assignment"])
-                return [line for cell in notebook.source_cells
-                        for line in hidden_test_lines(cell.source or "", visible=visible)]
+                return [
+                    line
+                    for cell in notebook.source_cells
+                    for line in hidden_test_lines(cell.source or "", visible=visible)
+                ]
         except Exception:  # noqa: BLE001 - feedback without the gradebook still hides tracebacks
             return []
 
@@ -94,8 +97,12 @@ class HideTestCode(Preprocessor):
         kept = []
         for output in cell.get("outputs", []):
             if graded and output.get("output_type") == "error":
-                line = summarize_error(output.get("ename", "Error"), output.get("evalue", ""),
-                                       getattr(self, "_hidden", []), self.max_message)
+                line = summarize_error(
+                    output.get("ename", "Error"),
+                    output.get("evalue", ""),
+                    getattr(self, "_hidden", []),
+                    self.max_message,
+                )
                 ename, _, evalue = line.partition(": ")
                 output["ename"], output["evalue"], output["traceback"] = ename, evalue, [line]
                 kept.append(output)

@@ -108,24 +108,33 @@ def _outputs(part: Part, record: dict | None, run, hidden: list[str], count: int
         if record and record.get(name):
             outputs.append({"output_type": "stream", "name": name, "text": redact(record[name], hidden)})
     if record is None:
-        ename, evalue = ("GraderError", run.detail) if part.index == run.stopped_at else \
-            ("NotRun", "not run: the notebook stopped at an earlier cell")
+        ename, evalue = (
+            ("GraderError", run.detail)
+            if part.index == run.stopped_at
+            else ("NotRun", "not run: the notebook stopped at an earlier cell")
+        )
         outputs.append({"output_type": "error", "ename": ename, "evalue": evalue, "traceback": [f"{ename}: {evalue}"]})
     elif record.get("status") in ("error", "timeout", "tampered"):
         ename, evalue = record.get("ename") or "Error", redact(record.get("evalue") or "", hidden)
         trace = redact(record.get("traceback") or f"{ename}: {evalue}", hidden).splitlines()
         outputs.append({"output_type": "error", "ename": ename, "evalue": evalue, "traceback": trace})
     elif record.get("value") is not None and part.role == "test":
-        outputs.append({"output_type": "execute_result", "execution_count": count, "metadata": {},
-                        "data": {"text/plain": repr(record["value"])}})
+        outputs.append(
+            {
+                "output_type": "execute_result",
+                "execution_count": count,
+                "metadata": {},
+                "data": {"text/plain": repr(record["value"])},
+            }
+        )
     return outputs
 
 
 def autograded_notebook(parts: list[Part], run, release_nb: dict, hidden: list[str]) -> dict:
     """The release notebook with the graded sources, the outputs of ``run`` (a ``RunResult``) and the
     source's test cells (hidden tests included, for the instructor: feedback removes them)."""
-    from nbgrader.utils import compute_checksum
     from nbformat import from_dict
+    from nbgrader.utils import compute_checksum
 
     nb = copy.deepcopy(release_nb)
     records = run.records

@@ -26,23 +26,32 @@ from pathlib import Path
 
 # Constructs an honest answer rarely needs; a hit is a reason to read the submission, not a verdict.
 SUSPICIOUS = {
-    "ctypes": r"\bctypes\b", "gc": r"\bgc\s*\.", "inspect": r"\binspect\b",
+    "ctypes": r"\bctypes\b",
+    "gc": r"\bgc\s*\.",
+    "inspect": r"\binspect\b",
     "frames": r"_getframe|\bf_back\b|\bf_globals\b|\bf_locals\b|\bf_code\b|\bco_consts\b|\btb_frame\b|_current_frames",
     "code-objects": r"__code__|__defaults__|__kwdefaults__|__closure__|__globals__|CodeType",
-    "builtins": r"__builtins__|\bbuiltins\b", "sys.modules": r"sys\s*\.\s*modules",
-    "tracing": r"settrace|setprofile|addaudithook", "signals-threads": r"\bsignal\b|\bthreading\b|\b_thread\b",
+    "builtins": r"__builtins__|\bbuiltins\b",
+    "sys.modules": r"sys\s*\.\s*modules",
+    "tracing": r"settrace|setprofile|addaudithook",
+    "signals-threads": r"\bsignal\b|\bthreading\b|\b_thread\b",
     "processes": r"\bfork\b|subprocess|os\s*\.\s*(system|exec|spawn|kill|popen)|multiprocessing",
-    "exit": r"os\s*\.\s*_exit|sys\s*\.\s*exit|\bexit\s*\(|\bquit\s*\(", "network": r"\bsocket\b|urllib|requests|http\.client",
-    "ipython": r"get_ipython|input_transformers|^\s*[%!]", "paths": r"/proc\b|solutions|gradebook|\.\./|/job\b",
+    "exit": r"os\s*\.\s*_exit|sys\s*\.\s*exit|\bexit\s*\(|\bquit\s*\(",
+    "network": r"\bsocket\b|urllib|requests|http\.client",
+    "ipython": r"get_ipython|input_transformers|^\s*[%!]",
+    "paths": r"/proc\b|solutions|gradebook|\.\./|/job\b",
     "dynamic-code": r"\bexec\s*\(|\beval\s*\(|\bcompile\s*\(|__import__|importlib",
     "patching": r"setattr\s*\(|mock\b|\b(torch|np|numpy|math|testing|checks|F|nn|builtins)(\s*\.\s*\w+)+\s*=[^=]",
-    "torch-internals": r"FunctionMode|DispatchMode|__torch_function__|__torch_dispatch__|torch\s*\.\s*library|torch\s*\.\s*_C",
+    "torch-internals": r"FunctionMode|DispatchMode|__torch_function__|__torch_dispatch__"
+    r"|torch\s*\.\s*library|torch\s*\.\s*_C",
     "grader": r"\b(import|from)\s+grader\b|\bgrader\s*\.\s*(runner|sandbox|review|plan|feedback|cli|autograde)\b"
-              r"|/grader\b|runner\.py",
+    r"|/grader\b|runner\.py",
 }
 LIBRARY = "course_utils"
 # Modules an answer may import: what test cells and notebooks use around the exercises, no reference code.
-INFRASTRUCTURE = frozenset(f"{LIBRARY}.{name}" for name in ("checks", "guard", "repro", "device", "progress", "plotting"))
+INFRASTRUCTURE = frozenset(
+    f"{LIBRARY}.{name}" for name in ("checks", "guard", "repro", "device", "progress", "plotting")
+)
 # A definition is compared when its normalised form has at least MIN_TOKENS tokens (shorter ones are
 # too generic: ``return x @ w.T`` is everybody's answer; a token is a node of the syntax tree, about
 # 0.75 of a lexical token). COPY_THRESHOLD is the similarity from which a definition is reported:
@@ -133,8 +142,11 @@ def _definitions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found.append((node.name, node))
             if isinstance(node, ast.ClassDef):
-                found += [(f"{node.name}.{item.name}", item) for item in node.body
-                          if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+                found += [
+                    (f"{node.name}.{item.name}", item)
+                    for item in node.body
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                ]
     return found
 
 
@@ -240,8 +252,12 @@ def library_imports(source: str, index: LibraryIndex) -> list[str]:
     else:
         package_aliases = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                    and (node.module == LIBRARY or node.module.startswith(LIBRARY + ".")):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and node.module
+                and (node.module == LIBRARY or node.module.startswith(LIBRARY + "."))
+            ):
                 found += _from_import(node.module, [a.name for a in node.names], index)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
@@ -252,7 +268,11 @@ def library_imports(source: str, index: LibraryIndex) -> list[str]:
                         if not alias.asname:
                             package_aliases.add(LIBRARY)  # `import course_utils.checks` binds the package
         for node in ast.walk(tree):  # course_utils.<name> reached through the package
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in package_aliases:
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in package_aliases
+            ):
                 found += _from_import(LIBRARY, [node.attr], index)
     return sorted({m for m in found if _flagged(m, index)})
 
@@ -269,7 +289,9 @@ def _from_import(module: str, names: list[str], index: LibraryIndex) -> list[str
 def _longest_module(dotted: str, index: LibraryIndex) -> str:
     """The longest prefix of ``course_utils.a.b.c`` that is a library module."""
     parts = dotted.split(".")
-    return next((".".join(parts[:n]) for n in range(len(parts), 1, -1) if ".".join(parts[:n]) in index.modules), LIBRARY)
+    return next(
+        (".".join(parts[:n]) for n in range(len(parts), 1, -1) if ".".join(parts[:n]) in index.modules), LIBRARY
+    )
 
 
 def _flagged(module: str, index: LibraryIndex) -> bool:

@@ -20,10 +20,18 @@ import platform
 import sys
 
 SETTINGS = {
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
-             "MKL_ENABLE_INSTRUCTIONS": "AVX2", "MKL_CBWR": "AVX2"},
-    "default": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
-                "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "MKL_CBWR": "COMPATIBLE"},
+    "avx2": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "MKL_CBWR": "AVX2",
+    },
+    "default": {
+        "ATEN_CPU_CAPABILITY": "default",
+        "ONEDNN_MAX_CPU_ISA": "SSE41",
+        "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+        "MKL_CBWR": "COMPATIBLE",
+    },
 }
 
 
@@ -33,8 +41,13 @@ def native_capability() -> str:
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k not in SETTINGS["avx2"]}
-    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip().upper()
 
 

@@ -79,8 +79,11 @@ def test_no_widget_state(lecture):
 
 
 def test_progress_bars_from_course_utils(lecture):
-    bad = [i for i, c in enumerate(cells(lecture))
-           if c["cell_type"] == "code" and re.search(r"^\s*(from|import)\s+tqdm\b", source(c), re.M)]
+    bad = [
+        i
+        for i, c in enumerate(cells(lecture))
+        if c["cell_type"] == "code" and re.search(r"^\s*(from|import)\s+tqdm\b", source(c), re.M)
+    ]
     assert not bad, f"{lecture.name}: cells {bad} import tqdm; use `from course_utils.progress import progress`"
 
 
@@ -91,7 +94,8 @@ def test_no_skipped_or_lax_cells(lecture):
             continue
         code = source(c)
         assert not re.search(r"# NBVAL_(SKIP|CHECK_OUTPUT)", code), (
-            f"{lecture.name} cell {i}: the course validates in strict mode; no cell is skipped or compared laxly")
+            f"{lecture.name} cell {i}: the course validates in strict mode; no cell is skipped or compared laxly"
+        )
         unknown = set(c.get("metadata", {}).get("tags", [])) - ALLOWED_TAGS
         assert not unknown, f"{lecture.name} cell {i}: unknown validation tags {sorted(unknown)}"
 
@@ -102,9 +106,12 @@ def test_varying_cells_are_ignored_and_checked(lecture):
             continue
         code, text = source(c), printed_text(c)
         if VARYING.search(code) and re.search(r"\d\.\d", text):
-            assert ignored(c), (f"{lecture.name} cell {i}: prints numbers from training, timing or sampling "
-                                    f"but is compared as text; tag it {IGNORE!r} and assert its claims")
+            assert ignored(c), (
+                f"{lecture.name} cell {i}: prints numbers from training, timing or sampling "
+                f"but is compared as text; tag it {IGNORE!r} and assert its claims"
+            )
         if ignored(c):
             assert has_assert(code) or re.search(r"^\s*# Not checked:", code, re.M), (
                 f"{lecture.name} cell {i}: its output is not compared, so it must check the prose's claims "
-                f"with `assert` (with a margin), or say in a '# Not checked:' comment why nothing is claimed")
+                f"with `assert` (with a margin), or say in a '# Not checked:' comment why nothing is claimed"
+            )

@@ -133,7 +133,7 @@ def assert_loses_points(unit: str, mistake: Mistake) -> AssertionError | Excepti
         run_test_cell(unit, mistake.test, {mistake.answer: wrong})
     except RuntimeError as exc:
         if "answer/setup cell" in str(exc):
-            raise AssertionError(f"mistake {mistake.name!r} crashes its own cell instead of the test: {exc}")
+            raise AssertionError(f"mistake {mistake.name!r} crashes its own cell instead of the test: {exc}") from exc
         return exc
     except Exception as exc:  # noqa: BLE001 - any error costs the points in nbgrader
         return exc
@@ -150,8 +150,9 @@ def check_bank(unit: str, bank: list[Mistake], minimum: int = 5) -> None:
     for answer in answer_ids(unit):
         count = sum(m.answer == answer and not m.name.startswith(SHORTCUT) for m in bank)
         assert count >= minimum, f"{unit}: answer cell {answer!r} has {count} mistakes, need {minimum}"
-        assert any(m.answer == answer and m.name.startswith(SHORTCUT) for m in bank), \
+        assert any(m.answer == answer and m.name.startswith(SHORTCUT) for m in bank), (
             f"{unit}: answer cell {answer!r} has no shortcut entry (a forbidden function reached another way)"
+        )
 
 
 def bank_tests(unit: str, bank: list[Mistake]):
@@ -176,7 +177,8 @@ def bank_tests(unit: str, bank: list[Mistake]):
     def test_mistake_loses_points(mistake):
         error = assert_loses_points(unit, mistake)
         if mistake.name.startswith(SHORTCUT):  # caught by the call guard, not by a wrong value
-            assert type(error).__name__ == "ForbiddenCall", \
+            assert type(error).__name__ == "ForbiddenCall", (
                 f"shortcut {mistake.name!r} lost its points for another reason than the guard: {error!r}"
+            )
 
     return test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points

@@ -10,26 +10,62 @@ UNIT = "01_tokenization"
 
 BANK = [
     # ---------------------------------------------------------------- Part A: build_vocab
-    Mistake("vocab: no specials", answer="vocab_answer", test="vocab_test",
-            patches=(("itos = list(SPECIALS) + [", "itos = ["),)),
-    Mistake("vocab: specials in the wrong order", answer="vocab_answer", test="vocab_test",
-            patches=(("list(SPECIALS) +", "list(reversed(SPECIALS)) +"),)),
-    Mistake("vocab: min_freq strict", answer="vocab_answer", test="vocab_test",
-            patches=(("c >= min_freq", "c > min_freq"),)),
-    Mistake("vocab: max_size ignores the specials", answer="vocab_answer", test="vocab_test",
-            patches=(("itos = itos[:max_size]", "itos = itos[: max_size + len(SPECIALS)]"),)),
-    Mistake("vocab: ties broken alphabetically", answer="vocab_answer", test="vocab_test",
-            patches=(("key=lambda kv: -kv[1]", "key=lambda kv: (-kv[1], kv[0])"),)),
-    Mistake("vocab: document frequency instead of counts", answer="vocab_answer", test="vocab_test",
-            patches=(("counts.update(tokens)", "counts.update(set(tokens))"),)),
-    Mistake("vocab: special in the data added twice", answer="vocab_answer", test="vocab_test",
-            patches=((" and tok not in SPECIALS", ""),)),
-    Mistake("vocab: increasing frequency", answer="vocab_answer", test="vocab_test",
-            patches=(("key=lambda kv: -kv[1]", "key=lambda kv: kv[1]"),)),
-    Mistake("vocab: max_size off by one", answer="vocab_answer", test="vocab_test",
-            patches=(("itos = itos[:max_size]", "itos = itos[: max_size - 1]"),)),
-    Mistake("shortcut (alias): the library's Vocab.build taken under another name", answer="vocab_answer",
-            test="vocab_test", source='''import course_utils.text as _lib
+    Mistake(
+        "vocab: no specials",
+        answer="vocab_answer",
+        test="vocab_test",
+        patches=(("itos = list(SPECIALS) + [", "itos = ["),),
+    ),
+    Mistake(
+        "vocab: specials in the wrong order",
+        answer="vocab_answer",
+        test="vocab_test",
+        patches=(("list(SPECIALS) +", "list(reversed(SPECIALS)) +"),),
+    ),
+    Mistake(
+        "vocab: min_freq strict", answer="vocab_answer", test="vocab_test", patches=(("c >= min_freq", "c > min_freq"),)
+    ),
+    Mistake(
+        "vocab: max_size ignores the specials",
+        answer="vocab_answer",
+        test="vocab_test",
+        patches=(("itos = itos[:max_size]", "itos = itos[: max_size + len(SPECIALS)]"),),
+    ),
+    Mistake(
+        "vocab: ties broken alphabetically",
+        answer="vocab_answer",
+        test="vocab_test",
+        patches=(("key=lambda kv: -kv[1]", "key=lambda kv: (-kv[1], kv[0])"),),
+    ),
+    Mistake(
+        "vocab: document frequency instead of counts",
+        answer="vocab_answer",
+        test="vocab_test",
+        patches=(("counts.update(tokens)", "counts.update(set(tokens))"),),
+    ),
+    Mistake(
+        "vocab: special in the data added twice",
+        answer="vocab_answer",
+        test="vocab_test",
+        patches=((" and tok not in SPECIALS", ""),),
+    ),
+    Mistake(
+        "vocab: increasing frequency",
+        answer="vocab_answer",
+        test="vocab_test",
+        patches=(("key=lambda kv: -kv[1]", "key=lambda kv: kv[1]"),),
+    ),
+    Mistake(
+        "vocab: max_size off by one",
+        answer="vocab_answer",
+        test="vocab_test",
+        patches=(("itos = itos[:max_size]", "itos = itos[: max_size - 1]"),),
+    ),
+    Mistake(
+        "shortcut (alias): the library's Vocab.build taken under another name",
+        answer="vocab_answer",
+        test="vocab_test",
+        source='''import course_utils.text as _lib
 
 _build = _lib.Vocab.build
 
@@ -37,9 +73,13 @@ _build = _lib.Vocab.build
 def build_vocab(token_lists, min_freq=1, max_size=None):
     """token_lists: list of lists of str -> dict {token: id}, specials at ids 0..3."""
     return dict(_build(token_lists, min_freq=min_freq, max_size=max_size).stoi)
-'''),
-    Mistake("shortcut (subclass): a subclass of the library's Vocab builds it", answer="vocab_answer",
-            test="vocab_test", source='''from course_utils.text import Vocab
+''',
+    ),
+    Mistake(
+        "shortcut (subclass): a subclass of the library's Vocab builds it",
+        answer="vocab_answer",
+        test="vocab_test",
+        source='''from course_utils.text import Vocab
 
 
 class _Vocabulary(Vocab):
@@ -49,28 +89,70 @@ class _Vocabulary(Vocab):
 def build_vocab(token_lists, min_freq=1, max_size=None):
     """token_lists: list of lists of str -> dict {token: id}, specials at ids 0..3."""
     return dict(_Vocabulary.build(token_lists, min_freq=min_freq, max_size=max_size).stoi)
-'''),
+''',
+    ),
     # ---------------------------------------------------------------- Part B: Numericalizer
-    Mistake("codec: unknown raises KeyError", answer="codec_answer", test="codec_test",
-            patches=(("self.stoi.get(tok, UNK_ID)", "self.stoi[tok]"),)),
-    Mistake("codec: unknown mapped to pad", answer="codec_answer", test="codec_test",
-            patches=(("self.stoi.get(tok, UNK_ID)", "self.stoi.get(tok, PAD_ID)"),)),
-    Mistake("codec: bos and eos swapped", answer="codec_answer", test="codec_test",
-            patches=(("[BOS_ID] * add_bos + ids + [EOS_ID] * add_eos", "[EOS_ID] * add_bos + ids + [BOS_ID] * add_eos"),)),
-    Mistake("codec: decode drops <unk> too", answer="codec_answer", test="codec_test",
-            patches=(("(PAD_ID, BOS_ID, EOS_ID)", "(PAD_ID, UNK_ID, BOS_ID, EOS_ID)"),)),
-    Mistake("codec: decode keeps padding", answer="codec_answer", test="codec_test",
-            patches=(("(PAD_ID, BOS_ID, EOS_ID)", "(BOS_ID, EOS_ID)"),)),
-    Mistake("codec: decode forgets tensor input", answer="codec_answer", test="codec_test",
-            patches=(("            ids = ids.tolist()\n", "            pass\n"),)),
-    Mistake("codec: decode returns a string", answer="codec_answer", test="codec_test",
-            patches=(("return [self.itos[i] for i in ids if", "return ' '.join(self.itos[i] for i in ids if"),
-                     ("(PAD_ID, BOS_ID, EOS_ID)]", "(PAD_ID, BOS_ID, EOS_ID))"))),
-    Mistake("codec: encode returns a tensor", answer="codec_answer", test="codec_test",
-            patches=(("return [BOS_ID] * add_bos + ids + [EOS_ID] * add_eos",
-                      "return torch.tensor([BOS_ID] * add_bos + ids + [EOS_ID] * add_eos)"),)),
-    Mistake("shortcut (alias): the library's Vocab under another name encodes and decodes", answer="codec_answer",
-            test="codec_test", source='''import course_utils.text as _lib
+    Mistake(
+        "codec: unknown raises KeyError",
+        answer="codec_answer",
+        test="codec_test",
+        patches=(("self.stoi.get(tok, UNK_ID)", "self.stoi[tok]"),),
+    ),
+    Mistake(
+        "codec: unknown mapped to pad",
+        answer="codec_answer",
+        test="codec_test",
+        patches=(("self.stoi.get(tok, UNK_ID)", "self.stoi.get(tok, PAD_ID)"),),
+    ),
+    Mistake(
+        "codec: bos and eos swapped",
+        answer="codec_answer",
+        test="codec_test",
+        patches=(("[BOS_ID] * add_bos + ids + [EOS_ID] * add_eos", "[EOS_ID] * add_bos + ids + [BOS_ID] * add_eos"),),
+    ),
+    Mistake(
+        "codec: decode drops <unk> too",
+        answer="codec_answer",
+        test="codec_test",
+        patches=(("(PAD_ID, BOS_ID, EOS_ID)", "(PAD_ID, UNK_ID, BOS_ID, EOS_ID)"),),
+    ),
+    Mistake(
+        "codec: decode keeps padding",
+        answer="codec_answer",
+        test="codec_test",
+        patches=(("(PAD_ID, BOS_ID, EOS_ID)", "(BOS_ID, EOS_ID)"),),
+    ),
+    Mistake(
+        "codec: decode forgets tensor input",
+        answer="codec_answer",
+        test="codec_test",
+        patches=(("            ids = ids.tolist()\n", "            pass\n"),),
+    ),
+    Mistake(
+        "codec: decode returns a string",
+        answer="codec_answer",
+        test="codec_test",
+        patches=(
+            ("return [self.itos[i] for i in ids if", "return ' '.join(self.itos[i] for i in ids if"),
+            ("(PAD_ID, BOS_ID, EOS_ID)]", "(PAD_ID, BOS_ID, EOS_ID))"),
+        ),
+    ),
+    Mistake(
+        "codec: encode returns a tensor",
+        answer="codec_answer",
+        test="codec_test",
+        patches=(
+            (
+                "return [BOS_ID] * add_bos + ids + [EOS_ID] * add_eos",
+                "return torch.tensor([BOS_ID] * add_bos + ids + [EOS_ID] * add_eos)",
+            ),
+        ),
+    ),
+    Mistake(
+        "shortcut (alias): the library's Vocab under another name encodes and decodes",
+        answer="codec_answer",
+        test="codec_test",
+        source='''import course_utils.text as _lib
 
 _Impl = _lib.Vocab
 
@@ -86,9 +168,13 @@ class Numericalizer:
 
     def decode(self, ids):
         return self._vocab.decode(ids)
-'''),
-    Mistake("shortcut (subclass): Numericalizer subclasses the library's Vocab", answer="codec_answer",
-            test="codec_test", source='''from course_utils.text import Vocab
+''',
+    ),
+    Mistake(
+        "shortcut (subclass): Numericalizer subclasses the library's Vocab",
+        answer="codec_answer",
+        test="codec_test",
+        source='''from course_utils.text import Vocab
 
 
 class Numericalizer(Vocab):
@@ -96,9 +182,13 @@ class Numericalizer(Vocab):
 
     def __init__(self, stoi):
         super().__init__(sorted(stoi, key=stoi.get))
-'''),
-    Mistake("shortcut (methods borrowed): Vocab.encode and Vocab.decode as Numericalizer's own", answer="codec_answer",
-            test="codec_test", source='''import course_utils.text as _lib
+''',
+    ),
+    Mistake(
+        "shortcut (methods borrowed): Vocab.encode and Vocab.decode as Numericalizer's own",
+        answer="codec_answer",
+        test="codec_test",
+        source='''import course_utils.text as _lib
 
 
 class Numericalizer:
@@ -110,26 +200,62 @@ class Numericalizer:
     def __init__(self, stoi):
         self.stoi = dict(stoi)
         self.itos = sorted(self.stoi, key=self.stoi.get)
-'''),
+''',
+    ),
     # ---------------------------------------------------------------- Part C: pad_batch
-    Mistake("pad: mask off by one", answer="pad_answer", test="pad_test",
-            patches=(("torch.arange(max_len)[None, :] < lengths", "torch.arange(max_len)[None, :] <= lengths"),)),
-    Mistake("pad: mask as long", answer="pad_answer", test="pad_test",
-            patches=(("< lengths[:, None]  # (B, T)", "< lengths[:, None]  # (B, T)\n    mask = mask.long()"),)),
-    Mistake("pad: mask compares with pad_id", answer="pad_answer", test="pad_test",
-            patches=(("mask = torch.arange(max_len)[None, :] < lengths[:, None]", "mask = ids != pad_id"),)),
-    Mistake("pad: float lengths", answer="pad_answer", test="pad_test",
-            patches=(("dtype=torch.long)  # (B,)", "dtype=torch.float)  # (B,)"),)),
-    Mistake("pad: left padding", answer="pad_answer", test="pad_test",
-            patches=(("ids[b, : len(seq)] =", "ids[b, max_len - len(seq) :] ="),)),
-    Mistake("pad: always pads with zero", answer="pad_answer", test="pad_test",
-            patches=(("max_len), pad_id, dtype", "max_len), 0, dtype"),)),
-    Mistake("pad: time-major output", answer="pad_answer", test="pad_test",
-            patches=(("return ids, lengths, mask", "return ids.T, lengths, mask.T"),)),
-    Mistake("pad: int32 ids", answer="pad_answer", test="pad_test",
-            patches=(("pad_id, dtype=torch.long)", "pad_id, dtype=torch.int32)"),)),
-    Mistake("shortcut (alias): the library's pad_batch taken under another name", answer="pad_answer",
-            test="pad_test", source='''import course_utils.text as _lib
+    Mistake(
+        "pad: mask off by one",
+        answer="pad_answer",
+        test="pad_test",
+        patches=(("torch.arange(max_len)[None, :] < lengths", "torch.arange(max_len)[None, :] <= lengths"),),
+    ),
+    Mistake(
+        "pad: mask as long",
+        answer="pad_answer",
+        test="pad_test",
+        patches=(("< lengths[:, None]  # (B, T)", "< lengths[:, None]  # (B, T)\n    mask = mask.long()"),),
+    ),
+    Mistake(
+        "pad: mask compares with pad_id",
+        answer="pad_answer",
+        test="pad_test",
+        patches=(("mask = torch.arange(max_len)[None, :] < lengths[:, None]", "mask = ids != pad_id"),),
+    ),
+    Mistake(
+        "pad: float lengths",
+        answer="pad_answer",
+        test="pad_test",
+        patches=(("dtype=torch.long)  # (B,)", "dtype=torch.float)  # (B,)"),),
+    ),
+    Mistake(
+        "pad: left padding",
+        answer="pad_answer",
+        test="pad_test",
+        patches=(("ids[b, : len(seq)] =", "ids[b, max_len - len(seq) :] ="),),
+    ),
+    Mistake(
+        "pad: always pads with zero",
+        answer="pad_answer",
+        test="pad_test",
+        patches=(("max_len), pad_id, dtype", "max_len), 0, dtype"),),
+    ),
+    Mistake(
+        "pad: time-major output",
+        answer="pad_answer",
+        test="pad_test",
+        patches=(("return ids, lengths, mask", "return ids.T, lengths, mask.T"),),
+    ),
+    Mistake(
+        "pad: int32 ids",
+        answer="pad_answer",
+        test="pad_test",
+        patches=(("pad_id, dtype=torch.long)", "pad_id, dtype=torch.int32)"),),
+    ),
+    Mistake(
+        "shortcut (alias): the library's pad_batch taken under another name",
+        answer="pad_answer",
+        test="pad_test",
+        source='''import course_utils.text as _lib
 
 _library_pad = _lib.pad_batch
 
@@ -137,18 +263,26 @@ _library_pad = _lib.pad_batch
 def pad_batch(sequences, pad_id=PAD_ID):
     """list of B lists of int -> (ids (B, T) long, lengths (B,) long, mask (B, T) bool)."""
     return _library_pad([list(seq) for seq in sequences], pad_id=pad_id)
-'''),
-    Mistake("shortcut (path): pad_sequence's C function torch._C._nn.pad_sequence", answer="pad_answer",
-            test="pad_test", source='''def pad_batch(sequences, pad_id=PAD_ID):
+''',
+    ),
+    Mistake(
+        "shortcut (path): pad_sequence's C function torch._C._nn.pad_sequence",
+        answer="pad_answer",
+        test="pad_test",
+        source='''def pad_batch(sequences, pad_id=PAD_ID):
     """list of B lists of int -> (ids (B, T) long, lengths (B,) long, mask (B, T) bool)."""
     rows = [torch.tensor(seq, dtype=torch.long) for seq in sequences]
     ids = torch._C._nn.pad_sequence(rows, True, float(pad_id), "right")  # (B, T)
     lengths = torch.tensor([len(seq) for seq in sequences], dtype=torch.long)  # (B,)
     mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]  # (B, T)
     return ids, lengths, mask
-'''),
-    Mistake("shortcut (path): pad_sequence taken before the test with functools.partial", answer="pad_answer",
-            test="pad_test", source='''import functools
+''',
+    ),
+    Mistake(
+        "shortcut (path): pad_sequence taken before the test with functools.partial",
+        answer="pad_answer",
+        test="pad_test",
+        source='''import functools
 
 import torch.nn.utils.rnn
 
@@ -161,36 +295,82 @@ def pad_batch(sequences, pad_id=PAD_ID):
     lengths = torch.tensor([len(seq) for seq in sequences], dtype=torch.long)  # (B,)
     mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]  # (B, T)
     return ids, lengths, mask
-'''),
-    Mistake("shortcut (path): a nested tensor's to_padded_tensor", answer="pad_answer", test="pad_test",
-            source='''def pad_batch(sequences, pad_id=PAD_ID):
+''',
+    ),
+    Mistake(
+        "shortcut (path): a nested tensor's to_padded_tensor",
+        answer="pad_answer",
+        test="pad_test",
+        source='''def pad_batch(sequences, pad_id=PAD_ID):
     """list of B lists of int -> (ids (B, T) long, lengths (B,) long, mask (B, T) bool)."""
     rows = torch.nested.nested_tensor([torch.tensor(seq, dtype=torch.long) for seq in sequences])
     ids = rows.to_padded_tensor(pad_id)  # (B, T)
     lengths = torch.tensor([len(seq) for seq in sequences], dtype=torch.long)  # (B,)
     mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]  # (B, T)
     return ids, lengths, mask
-'''),
+''',
+    ),
     # ---------------------------------------------------------------- Part D: learn_bpe
-    Mistake("bpe learn: counts not weighted", answer="bpe_learn_answer", test="bpe_learn_test",
-            patches=(("pairs[a, b] += word_counts[w]", "pairs[a, b] += 1"),)),
-    Mistake("bpe learn: ties by insertion order", answer="bpe_learn_answer", test="bpe_learn_test",
-            patches=(("best = min(pairs, key=lambda p: (-pairs[p], p))", "best = max(pairs, key=pairs.get)"),)),
-    Mistake("bpe learn: ties to the largest pair", answer="bpe_learn_answer", test="bpe_learn_test",
-            patches=(("best = min(pairs, key=lambda p: (-pairs[p], p))", "best = max(pairs, key=lambda p: (pairs[p], p))"),)),
-    Mistake("bpe learn: repeated pairs counted once per word", answer="bpe_learn_answer", test="bpe_learn_test",
-            patches=(("in zip(symbols, symbols[1:])", "in set(zip(symbols, symbols[1:]))"),)),
-    Mistake("bpe learn: no early stop", answer="bpe_learn_answer", test="bpe_learn_test",
-            patches=(("if not pairs:", "if False:"),)),
-    Mistake("bpe learn: overlapping merges", answer="bpe_learn_answer", test="bpe_learn_test",
-            patches=(("i += 2", "i += 1"),)),
-    Mistake("bpe learn: first occurrence only", answer="bpe_learn_answer", test="bpe_learn_test",
-            patches=(("                    i += 2\n",
-                      "                    out.extend(symbols[i + 2 :])\n                    break\n"),)),
-    Mistake("bpe learn: records merged strings", answer="bpe_learn_answer", test="bpe_learn_test",
-            patches=(("merges.append(best)", "merges.append(best[0] + best[1])"),)),
-    Mistake("shortcut (alias): the library's learn_bpe taken under another name", answer="bpe_learn_answer",
-            test="bpe_learn_test", source='''import course_utils.text as _lib
+    Mistake(
+        "bpe learn: counts not weighted",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        patches=(("pairs[a, b] += word_counts[w]", "pairs[a, b] += 1"),),
+    ),
+    Mistake(
+        "bpe learn: ties by insertion order",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        patches=(("best = min(pairs, key=lambda p: (-pairs[p], p))", "best = max(pairs, key=pairs.get)"),),
+    ),
+    Mistake(
+        "bpe learn: ties to the largest pair",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        patches=(
+            ("best = min(pairs, key=lambda p: (-pairs[p], p))", "best = max(pairs, key=lambda p: (pairs[p], p))"),
+        ),
+    ),
+    Mistake(
+        "bpe learn: repeated pairs counted once per word",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        patches=(("in zip(symbols, symbols[1:])", "in set(zip(symbols, symbols[1:]))"),),
+    ),
+    Mistake(
+        "bpe learn: no early stop",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        patches=(("if not pairs:", "if False:"),),
+    ),
+    Mistake(
+        "bpe learn: overlapping merges",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        patches=(("i += 2", "i += 1"),),
+    ),
+    Mistake(
+        "bpe learn: first occurrence only",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        patches=(
+            (
+                "                    i += 2\n",
+                "                    out.extend(symbols[i + 2 :])\n                    break\n",
+            ),
+        ),
+    ),
+    Mistake(
+        "bpe learn: records merged strings",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        patches=(("merges.append(best)", "merges.append(best[0] + best[1])"),),
+    ),
+    Mistake(
+        "shortcut (alias): the library's learn_bpe taken under another name",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        source='''import course_utils.text as _lib
 
 _learn = _lib.learn_bpe
 
@@ -198,9 +378,13 @@ _learn = _lib.learn_bpe
 def learn_bpe(word_counts, num_merges):
     """dict {word: count} -> list of at most num_merges merges (a, b), in learned order."""
     return _learn(dict(word_counts), num_merges)
-'''),
-    Mistake("shortcut (path, no built-in): learn_bpe reached through BPETokenizer.train's globals",
-            answer="bpe_learn_answer", test="bpe_learn_test", source='''from course_utils.text import BPETokenizer
+''',
+    ),
+    Mistake(
+        "shortcut (path, no built-in): learn_bpe reached through BPETokenizer.train's globals",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        source='''from course_utils.text import BPETokenizer
 
 _learn = BPETokenizer.train.__globals__["learn_bpe"]
 
@@ -208,9 +392,13 @@ _learn = BPETokenizer.train.__globals__["learn_bpe"]
 def learn_bpe(word_counts, num_merges):
     """dict {word: count} -> list of at most num_merges merges (a, b), in learned order."""
     return _learn(dict(word_counts), num_merges)
-'''),
-    Mistake("shortcut (core helper): the library's merge_pair does the merging", answer="bpe_learn_answer",
-            test="bpe_learn_test", source='''from course_utils import text as _lib
+''',
+    ),
+    Mistake(
+        "shortcut (core helper): the library's merge_pair does the merging",
+        answer="bpe_learn_answer",
+        test="bpe_learn_test",
+        source='''from course_utils import text as _lib
 
 _merge = _lib.merge_pair
 
@@ -230,24 +418,55 @@ def learn_bpe(word_counts, num_merges):
         merges.append(best)
         words = {w: _merge(symbols, best) for w, symbols in words.items()}
     return merges
-'''),
+''',
+    ),
     # ---------------------------------------------------------------- Part E: bpe_encode
-    Mistake("bpe encode: merges in reverse order", answer="bpe_encode_answer", test="bpe_encode_test",
-            patches=(("for a, b in merges:", "for a, b in reversed(merges):"),)),
-    Mistake("bpe encode: merges sorted", answer="bpe_encode_answer", test="bpe_encode_test",
-            patches=(("for a, b in merges:", "for a, b in sorted(merges):"),)),
-    Mistake("bpe encode: overlapping", answer="bpe_encode_answer", test="bpe_encode_test",
-            patches=(("i += 2", "i += 1"),)),
-    Mistake("bpe encode: last pair never merged", answer="bpe_encode_answer", test="bpe_encode_test",
-            patches=(("if i + 1 < len(symbols)", "if i + 2 < len(symbols)"),)),
-    Mistake("bpe encode: starts from the whole word", answer="bpe_encode_answer", test="bpe_encode_test",
-            patches=(("symbols = list(word)", "symbols = [word]"),)),
-    Mistake("bpe encode: returns a string", answer="bpe_encode_answer", test="bpe_encode_test",
-            patches=(("    return symbols\n", "    return ' '.join(symbols)\n"),)),
-    Mistake("bpe encode: first occurrence only", answer="bpe_encode_answer", test="bpe_encode_test",
-            patches=(("                i += 2\n", "                out.extend(symbols[i + 2 :])\n                break\n"),)),
-    Mistake("shortcut (alias): the library's apply_bpe taken under another name", answer="bpe_encode_answer",
-            test="bpe_encode_test", source='''import course_utils.text as _lib
+    Mistake(
+        "bpe encode: merges in reverse order",
+        answer="bpe_encode_answer",
+        test="bpe_encode_test",
+        patches=(("for a, b in merges:", "for a, b in reversed(merges):"),),
+    ),
+    Mistake(
+        "bpe encode: merges sorted",
+        answer="bpe_encode_answer",
+        test="bpe_encode_test",
+        patches=(("for a, b in merges:", "for a, b in sorted(merges):"),),
+    ),
+    Mistake(
+        "bpe encode: overlapping", answer="bpe_encode_answer", test="bpe_encode_test", patches=(("i += 2", "i += 1"),)
+    ),
+    Mistake(
+        "bpe encode: last pair never merged",
+        answer="bpe_encode_answer",
+        test="bpe_encode_test",
+        patches=(("if i + 1 < len(symbols)", "if i + 2 < len(symbols)"),),
+    ),
+    Mistake(
+        "bpe encode: starts from the whole word",
+        answer="bpe_encode_answer",
+        test="bpe_encode_test",
+        patches=(("symbols = list(word)", "symbols = [word]"),),
+    ),
+    Mistake(
+        "bpe encode: returns a string",
+        answer="bpe_encode_answer",
+        test="bpe_encode_test",
+        patches=(("    return symbols\n", "    return ' '.join(symbols)\n"),),
+    ),
+    Mistake(
+        "bpe encode: first occurrence only",
+        answer="bpe_encode_answer",
+        test="bpe_encode_test",
+        patches=(
+            ("                i += 2\n", "                out.extend(symbols[i + 2 :])\n                break\n"),
+        ),
+    ),
+    Mistake(
+        "shortcut (alias): the library's apply_bpe taken under another name",
+        answer="bpe_encode_answer",
+        test="bpe_encode_test",
+        source='''import course_utils.text as _lib
 
 _segment = _lib.apply_bpe
 
@@ -255,9 +474,13 @@ _segment = _lib.apply_bpe
 def bpe_encode(word, merges):
     """str, list of (a, b) merges -> list of str symbols whose concatenation is word."""
     return _segment(word, list(merges))
-'''),
-    Mistake("shortcut (core helper): the library's merge_pair applies each merge", answer="bpe_encode_answer",
-            test="bpe_encode_test", source='''from course_utils.text import merge_pair as _merge
+''',
+    ),
+    Mistake(
+        "shortcut (core helper): the library's merge_pair applies each merge",
+        answer="bpe_encode_answer",
+        test="bpe_encode_test",
+        source='''from course_utils.text import merge_pair as _merge
 
 
 def bpe_encode(word, merges):
@@ -266,31 +489,63 @@ def bpe_encode(word, merges):
     for pair in merges:
         symbols = _merge(symbols, tuple(pair))
     return symbols
-'''),
-    Mistake("shortcut (path, no built-in): the library's BPETokenizer segments the word", answer="bpe_encode_answer",
-            test="bpe_encode_test", source='''from course_utils.text import SPECIALS, BPETokenizer, Vocab
+''',
+    ),
+    Mistake(
+        "shortcut (path, no built-in): the library's BPETokenizer segments the word",
+        answer="bpe_encode_answer",
+        test="bpe_encode_test",
+        source='''from course_utils.text import SPECIALS, BPETokenizer, Vocab
 
 
 def bpe_encode(word, merges):
     """str, list of (a, b) merges -> list of str symbols whose concatenation is word."""
     symbols = list(dict.fromkeys([*SPECIALS, *word, *(a + b for a, b in merges)]))
     return BPETokenizer([tuple(m) for m in merges], Vocab(symbols)).tokenize(word)
-'''),
+''',
+    ),
     # ---------------------------------------------------------------- Part F: char_ngrams
-    Mistake("ngrams: no boundary markers", answer="ngrams_answer", test="ngrams_test",
-            patches=(('wrapped = "<" + word + ">"', "wrapped = word"),)),
-    Mistake("ngrams: last n-gram dropped", answer="ngrams_answer", test="ngrams_test",
-            patches=(("range(len(wrapped) - n + 1)", "range(len(wrapped) - n)"),)),
-    Mistake("ngrams: n_max exclusive", answer="ngrams_answer", test="ngrams_test",
-            patches=(("range(n_min, n_max + 1)", "range(n_min, n_max)"),)),
-    Mistake("ngrams: whole word appended", answer="ngrams_answer", test="ngrams_test",
-            patches=(("    return grams\n", "    return grams + [wrapped]\n"),)),
-    Mistake("ngrams: duplicates removed", answer="ngrams_answer", test="ngrams_test",
-            patches=(("    return grams\n", "    return list(dict.fromkeys(grams))\n"),)),
-    Mistake("ngrams: ordered by position first", answer="ngrams_answer", test="ngrams_test",
-            patches=(("    return grams\n", "    return sorted(grams, key=lambda g: wrapped.index(g))\n"),)),
-    Mistake("shortcut (alias): the library's char_ngrams taken under another name", answer="ngrams_answer",
-            test="ngrams_test", source='''import course_utils.text as _lib
+    Mistake(
+        "ngrams: no boundary markers",
+        answer="ngrams_answer",
+        test="ngrams_test",
+        patches=(('wrapped = "<" + word + ">"', "wrapped = word"),),
+    ),
+    Mistake(
+        "ngrams: last n-gram dropped",
+        answer="ngrams_answer",
+        test="ngrams_test",
+        patches=(("range(len(wrapped) - n + 1)", "range(len(wrapped) - n)"),),
+    ),
+    Mistake(
+        "ngrams: n_max exclusive",
+        answer="ngrams_answer",
+        test="ngrams_test",
+        patches=(("range(n_min, n_max + 1)", "range(n_min, n_max)"),),
+    ),
+    Mistake(
+        "ngrams: whole word appended",
+        answer="ngrams_answer",
+        test="ngrams_test",
+        patches=(("    return grams\n", "    return grams + [wrapped]\n"),),
+    ),
+    Mistake(
+        "ngrams: duplicates removed",
+        answer="ngrams_answer",
+        test="ngrams_test",
+        patches=(("    return grams\n", "    return list(dict.fromkeys(grams))\n"),),
+    ),
+    Mistake(
+        "ngrams: ordered by position first",
+        answer="ngrams_answer",
+        test="ngrams_test",
+        patches=(("    return grams\n", "    return sorted(grams, key=lambda g: wrapped.index(g))\n"),),
+    ),
+    Mistake(
+        "shortcut (alias): the library's char_ngrams taken under another name",
+        answer="ngrams_answer",
+        test="ngrams_test",
+        source='''import course_utils.text as _lib
 
 _grams = _lib.char_ngrams
 
@@ -298,9 +553,13 @@ _grams = _lib.char_ngrams
 def char_ngrams(word, n_min=3, n_max=None):
     """str -> list of str: the n-grams of '<word>' for n = n_min..n_max, by n then position."""
     return _grams(word, n_min, n_max)
-'''),
-    Mistake("shortcut (path, no built-in): char_ngrams taken before the test with functools.partial",
-            answer="ngrams_answer", test="ngrams_test", source='''import functools
+''',
+    ),
+    Mistake(
+        "shortcut (path, no built-in): char_ngrams taken before the test with functools.partial",
+        answer="ngrams_answer",
+        test="ngrams_test",
+        source='''import functools
 
 import course_utils.text
 
@@ -310,7 +569,8 @@ _unwrapped_grams = functools.partial(course_utils.text.char_ngrams, boundary=Fal
 def char_ngrams(word, n_min=3, n_max=None):
     """str -> list of str: the n-grams of '<word>' for n = n_min..n_max, by n then position."""
     return _unwrapped_grams("<" + word + ">", n_min, n_max)
-'''),
+''',
+    ),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)

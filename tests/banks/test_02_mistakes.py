@@ -11,25 +11,64 @@ UNIT = "02_evaluation"
 
 BANK = [
     # (a) masked perplexity from logits
-    Mistake("mean over padded positions", answer="perplexity_answer", test="perplexity_test",
-            patches=(("mean_nll = -(token_logp * mask).sum() / mask.sum()", "mean_nll = -token_logp.mean()"),)),
-    Mistake("sum instead of mean", answer="perplexity_answer", test="perplexity_test",
-            patches=(("-(token_logp * mask).sum() / mask.sum()", "-(token_logp * mask).sum()"),)),
-    Mistake("log2 instead of ln (2 ** nats)", answer="perplexity_answer", test="perplexity_test",
-            patches=(("return torch.exp(mean_nll)", "return 2 ** mean_nll"),)),
-    Mistake("forgot the exp (returns mean NLL)", answer="perplexity_answer", test="perplexity_test",
-            patches=(("return torch.exp(mean_nll)", "return mean_nll"),)),
-    Mistake("softmax over the time axis", answer="perplexity_answer", test="perplexity_test",
-            patches=(("torch.log_softmax(logits, dim=-1)", "torch.log_softmax(logits, dim=1)"),)),
-    Mistake("log of softmax underflows", answer="perplexity_answer", test="perplexity_test",
-            patches=(("torch.log_softmax(logits, dim=-1)", "torch.log(torch.softmax(logits, dim=-1))"),)),
-    Mistake("gather with padding targets -100", answer="perplexity_answer", test="perplexity_test",
-            patches=(("targets.masked_fill(~mask, 0)", "targets"),)),
-    Mistake("mean of per-sequence perplexities", answer="perplexity_answer", test="perplexity_test",
-            patches=(("mean_nll = -(token_logp * mask).sum() / mask.sum()\n    return torch.exp(mean_nll)",
-                      "seq_nll = -(token_logp * mask).sum(1) / mask.sum(1)\n    return torch.exp(seq_nll).mean()"),)),
-    Mistake("shortcut (alias): the library's cross_entropy_from_logits taken under another name",
-            answer="perplexity_answer", test="perplexity_test", source='''import course_utils.lm as _lm
+    Mistake(
+        "mean over padded positions",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        patches=(("mean_nll = -(token_logp * mask).sum() / mask.sum()", "mean_nll = -token_logp.mean()"),),
+    ),
+    Mistake(
+        "sum instead of mean",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        patches=(("-(token_logp * mask).sum() / mask.sum()", "-(token_logp * mask).sum()"),),
+    ),
+    Mistake(
+        "log2 instead of ln (2 ** nats)",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        patches=(("return torch.exp(mean_nll)", "return 2 ** mean_nll"),),
+    ),
+    Mistake(
+        "forgot the exp (returns mean NLL)",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        patches=(("return torch.exp(mean_nll)", "return mean_nll"),),
+    ),
+    Mistake(
+        "softmax over the time axis",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        patches=(("torch.log_softmax(logits, dim=-1)", "torch.log_softmax(logits, dim=1)"),),
+    ),
+    Mistake(
+        "log of softmax underflows",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        patches=(("torch.log_softmax(logits, dim=-1)", "torch.log(torch.softmax(logits, dim=-1))"),),
+    ),
+    Mistake(
+        "gather with padding targets -100",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        patches=(("targets.masked_fill(~mask, 0)", "targets"),),
+    ),
+    Mistake(
+        "mean of per-sequence perplexities",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        patches=(
+            (
+                "mean_nll = -(token_logp * mask).sum() / mask.sum()\n    return torch.exp(mean_nll)",
+                "seq_nll = -(token_logp * mask).sum(1) / mask.sum(1)\n    return torch.exp(seq_nll).mean()",
+            ),
+        ),
+    ),
+    Mistake(
+        "shortcut (alias): the library's cross_entropy_from_logits taken under another name",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        source='''import course_utils.lm as _lm
 
 _mean_nll = _lm.cross_entropy_from_logits
 
@@ -37,16 +76,24 @@ _mean_nll = _lm.cross_entropy_from_logits
 def masked_perplexity(logits, targets, mask):
     """Perplexity exp(mean NLL) over the positions where mask is True."""
     return torch.exp(_mean_nll(logits, targets, mask))
-'''),
-    Mistake("shortcut (path): F.cross_entropy's C function torch._C._nn.cross_entropy_loss",
-            answer="perplexity_answer", test="perplexity_test", source='''def masked_perplexity(logits, targets, mask):
+''',
+    ),
+    Mistake(
+        "shortcut (path): F.cross_entropy's C function torch._C._nn.cross_entropy_loss",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        source='''def masked_perplexity(logits, targets, mask):
     """Perplexity exp(mean NLL) over the positions where mask is True."""
     ignored = targets.masked_fill(~mask, -100)  # (B, T)
     mean_nll = torch._C._nn.cross_entropy_loss(logits.transpose(1, 2), ignored, None, 1, -100, 0.0)
     return torch.exp(mean_nll)
-'''),
-    Mistake("shortcut (path): nn.CrossEntropyLoss by its module path, built before the test",
-            answer="perplexity_answer", test="perplexity_test", source='''import torch.nn.modules.loss
+''',
+    ),
+    Mistake(
+        "shortcut (path): nn.CrossEntropyLoss by its module path, built before the test",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        source='''import torch.nn.modules.loss
 
 _loss = torch.nn.modules.loss.CrossEntropyLoss(ignore_index=-100)
 
@@ -54,9 +101,13 @@ _loss = torch.nn.modules.loss.CrossEntropyLoss(ignore_index=-100)
 def masked_perplexity(logits, targets, mask):
     """Perplexity exp(mean NLL) over the positions where mask is True."""
     return torch.exp(_loss(logits.transpose(1, 2), targets.masked_fill(~mask, -100)))
-'''),
-    Mistake("shortcut (path): F.nll_loss taken before the test with functools.partial",
-            answer="perplexity_answer", test="perplexity_test", source='''import functools
+''',
+    ),
+    Mistake(
+        "shortcut (path): F.nll_loss taken before the test with functools.partial",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        source='''import functools
 
 import torch.nn.functional
 
@@ -67,33 +118,68 @@ def masked_perplexity(logits, targets, mask):
     """Perplexity exp(mean NLL) over the positions where mask is True."""
     log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
     return torch.exp(_nll(log_probs.transpose(1, 2), targets.masked_fill(~mask, -100)))
-'''),
-    Mistake("shortcut (library): course_utils.taming's label_smoothed_cross_entropy without smoothing",
-            answer="perplexity_answer", test="perplexity_test",
-            source='''from course_utils.taming import label_smoothed_cross_entropy as _ce
+''',
+    ),
+    Mistake(
+        "shortcut (library): course_utils.taming's label_smoothed_cross_entropy without smoothing",
+        answer="perplexity_answer",
+        test="perplexity_test",
+        source='''from course_utils.taming import label_smoothed_cross_entropy as _ce
 
 
 def masked_perplexity(logits, targets, mask):
     """Perplexity exp(mean NLL) over the positions where mask is True."""
     flat_targets = targets.masked_fill(~mask, -100).reshape(-1)  # (B*T,)
     return torch.exp(_ce(logits.reshape(-1, logits.shape[-1]), flat_targets, smoothing=0.0))
-'''),
+''',
+    ),
     # (b) clipped counts
-    Mistake("unclipped counts", answer="clip_answer", test="clip_test",
-            patches=(("min(count, max_ref[gram])", "(count if max_ref[gram] else 0)"),)),
-    Mistake("clip by the sum over references", answer="clip_answer", test="clip_test",
-            patches=(("max_ref[gram] = max(max_ref[gram], count)", "max_ref[gram] += count"),)),
-    Mistake("only the first reference", answer="clip_answer", test="clip_test",
-            patches=(("for ref in references:", "for ref in references[:1]:"),)),
-    Mistake("off-by-one n-gram range", answer="clip_answer", test="clip_test",
-            patches=(("range(len(tokens) - n + 1)", "range(len(tokens) - n)"),)),
-    Mistake("total counts distinct n-grams", answer="clip_answer", test="clip_test",
-            patches=(("total = sum(hyp.values())", "total = len(hyp)"),)),
-    Mistake("matches count n-gram types", answer="clip_answer", test="clip_test",
-            patches=(("matches = sum(min(count, max_ref[gram]) for gram, count in hyp.items())",
-                      "matches = len(set(hyp) & set(max_ref))"),)),
-    Mistake("shortcut (alias): the library's clipped_counts taken under another name", answer="clip_answer",
-            test="clip_test", source='''import course_utils.bleu as _bleu
+    Mistake(
+        "unclipped counts",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("min(count, max_ref[gram])", "(count if max_ref[gram] else 0)"),),
+    ),
+    Mistake(
+        "clip by the sum over references",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("max_ref[gram] = max(max_ref[gram], count)", "max_ref[gram] += count"),),
+    ),
+    Mistake(
+        "only the first reference",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("for ref in references:", "for ref in references[:1]:"),),
+    ),
+    Mistake(
+        "off-by-one n-gram range",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("range(len(tokens) - n + 1)", "range(len(tokens) - n)"),),
+    ),
+    Mistake(
+        "total counts distinct n-grams",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("total = sum(hyp.values())", "total = len(hyp)"),),
+    ),
+    Mistake(
+        "matches count n-gram types",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(
+            (
+                "matches = sum(min(count, max_ref[gram]) for gram, count in hyp.items())",
+                "matches = len(set(hyp) & set(max_ref))",
+            ),
+        ),
+    ),
+    Mistake(
+        "shortcut (alias): the library's clipped_counts taken under another name",
+        answer="clip_answer",
+        test="clip_test",
+        source='''import course_utils.bleu as _bleu
 
 _clip = _bleu.clipped_counts
 
@@ -101,9 +187,13 @@ _clip = _bleu.clipped_counts
 def clipped_counts(hypothesis, references, n):
     """(clipped matches, total hypothesis n-grams) for one sentence, as a tuple of two ints."""
     return tuple(_clip(hypothesis, references, n))
-'''),
-    Mistake("shortcut (path): sacreBLEU's BLEU class by its module path counts", answer="clip_answer", test="clip_test",
-            source='''import sacrebleu.metrics.bleu
+''',
+    ),
+    Mistake(
+        "shortcut (path): sacreBLEU's BLEU class by its module path counts",
+        answer="clip_answer",
+        test="clip_test",
+        source='''import sacrebleu.metrics.bleu
 
 
 def clipped_counts(hypothesis, references, n):
@@ -111,9 +201,13 @@ def clipped_counts(hypothesis, references, n):
     scorer = sacrebleu.metrics.bleu.BLEU(tokenize="none", smooth_method="none", max_ngram_order=n)
     stats = scorer.corpus_score([" ".join(hypothesis)], [[" ".join(ref)] for ref in references])
     return stats.counts[n - 1], stats.totals[n - 1]
-'''),
-    Mistake("shortcut (core helper): sacreBLEU's extract_word_ngrams counts the n-grams", answer="clip_answer",
-            test="clip_test", source='''from sacrebleu.metrics.helpers import extract_word_ngrams as _grams
+''',
+    ),
+    Mistake(
+        "shortcut (core helper): sacreBLEU's extract_word_ngrams counts the n-grams",
+        answer="clip_answer",
+        test="clip_test",
+        source='''from sacrebleu.metrics.helpers import extract_word_ngrams as _grams
 
 
 def clipped_counts(hypothesis, references, n):
@@ -125,9 +219,13 @@ def clipped_counts(hypothesis, references, n):
             max_ref[gram] = max(max_ref.get(gram, 0), count)
     matches = sum(min(count, max_ref.get(gram, 0)) for gram, count in hyp.items())
     return matches, sum(hyp.values())
-'''),
-    Mistake("shortcut (lazy): counts whose __int__ calls the library after the call returns", answer="clip_answer",
-            test="clip_test", source='''import course_utils.bleu as _bleu
+''',
+    ),
+    Mistake(
+        "shortcut (lazy): counts whose __int__ calls the library after the call returns",
+        answer="clip_answer",
+        test="clip_test",
+        source='''import course_utils.bleu as _bleu
 
 
 class _Count:
@@ -144,22 +242,37 @@ def clipped_counts(hypothesis, references, n):
     """(clipped matches, total hypothesis n-grams) for one sentence, as a tuple of two ints."""
     args = (list(hypothesis), [list(ref) for ref in references], n)
     return _Count(args, 0), _Count(args, 1)
-'''),
+''',
+    ),
     # (c) brevity penalty
-    Mistake("BP with c and r swapped", answer="bp_answer", test="bp_test",
-            patches=(("math.exp(1 - r / c)", "math.exp(1 - c / r)"),)),
-    Mistake("penalizes long hypotheses too", answer="bp_answer", test="bp_test",
-            patches=(("    if c >= r:\n        return 1.0\n", ""),)),
-    Mistake("no guard for an empty hypothesis", answer="bp_answer", test="bp_test",
-            patches=(("    if c == 0:\n        return 0.0\n", ""),)),
-    Mistake("exp(-r/c) without the 1", answer="bp_answer", test="bp_test",
-            patches=(("1 - r / c", "-r / c"),)),
-    Mistake("length ratio instead of exp", answer="bp_answer", test="bp_test",
-            patches=(("math.exp(1 - r / c)", "c / r"),)),
-    Mistake("integer division r // c", answer="bp_answer", test="bp_test",
-            patches=(("1 - r / c", "1 - r // c"),)),
-    Mistake("shortcut (alias): the library's brevity_penalty taken under another name", answer="bp_answer",
-            test="bp_test", source='''import course_utils.bleu as _bleu
+    Mistake(
+        "BP with c and r swapped",
+        answer="bp_answer",
+        test="bp_test",
+        patches=(("math.exp(1 - r / c)", "math.exp(1 - c / r)"),),
+    ),
+    Mistake(
+        "penalizes long hypotheses too",
+        answer="bp_answer",
+        test="bp_test",
+        patches=(("    if c >= r:\n        return 1.0\n", ""),),
+    ),
+    Mistake(
+        "no guard for an empty hypothesis",
+        answer="bp_answer",
+        test="bp_test",
+        patches=(("    if c == 0:\n        return 0.0\n", ""),),
+    ),
+    Mistake("exp(-r/c) without the 1", answer="bp_answer", test="bp_test", patches=(("1 - r / c", "-r / c"),)),
+    Mistake(
+        "length ratio instead of exp", answer="bp_answer", test="bp_test", patches=(("math.exp(1 - r / c)", "c / r"),)
+    ),
+    Mistake("integer division r // c", answer="bp_answer", test="bp_test", patches=(("1 - r / c", "1 - r // c"),)),
+    Mistake(
+        "shortcut (alias): the library's brevity_penalty taken under another name",
+        answer="bp_answer",
+        test="bp_test",
+        source='''import course_utils.bleu as _bleu
 
 _bp = _bleu.brevity_penalty
 
@@ -167,48 +280,108 @@ _bp = _bleu.brevity_penalty
 def brevity_penalty(c, r):
     """BLEU's brevity penalty for hypothesis length c and reference length r (ints >= 0, r >= 1)."""
     return float(_bp(c, r))
-'''),
-    Mistake("shortcut (path): sacreBLEU's BLEU.compute_bleu by its module path", answer="bp_answer", test="bp_test",
-            source='''import sacrebleu.metrics.bleu
+''',
+    ),
+    Mistake(
+        "shortcut (path): sacreBLEU's BLEU.compute_bleu by its module path",
+        answer="bp_answer",
+        test="bp_test",
+        source='''import sacrebleu.metrics.bleu
 
 
 def brevity_penalty(c, r):
     """BLEU's brevity penalty for hypothesis length c and reference length r (ints >= 0, r >= 1)."""
     return float(sacrebleu.metrics.bleu.BLEU.compute_bleu([1] * 4, [1] * 4, sys_len=c, ref_len=r).bp)
-'''),
-    Mistake("shortcut (library): the library's bleu_from_stats reports BP", answer="bp_answer", test="bp_test",
-            source='''from course_utils.bleu import bleu_from_stats as _stats_to_bleu
+''',
+    ),
+    Mistake(
+        "shortcut (library): the library's bleu_from_stats reports BP",
+        answer="bp_answer",
+        test="bp_test",
+        source='''from course_utils.bleu import bleu_from_stats as _stats_to_bleu
 
 
 def brevity_penalty(c, r):
     """BLEU's brevity penalty for hypothesis length c and reference length r (ints >= 0, r >= 1)."""
     return float(_stats_to_bleu([1], [1], c, r, smooth="none").bp)
-'''),
+''',
+    ),
     # (d) corpus BLEU
-    Mistake("no brevity penalty", answer="bleu_answer", test="bleu_test",
-            patches=(("100.0 * brevity_penalty(c, r) * math.exp(log_precision)", "100.0 * math.exp(log_precision)"),)),
-    Mistake("arithmetic mean of precisions", answer="bleu_answer", test="bleu_test",
-            patches=(("math.exp(log_precision)", "sum(m / t for m, t in zip(matches, totals)) / max_n"),)),
-    Mistake("averaging sentence-level BLEU", answer="bleu_answer", test="bleu_test",
-            patches=(("return 100.0 * brevity_penalty(c, r) * math.exp(log_precision)",
-                      "if len(hypotheses) > 1:\n"
-                      "        return sum(corpus_bleu([h], [rs], max_n) for h, rs in zip(hypotheses, references)) / len(hypotheses)\n"
-                      "    return 100.0 * brevity_penalty(c, r) * math.exp(log_precision)"),)),
-    Mistake("first reference length instead of closest", answer="bleu_answer", test="bleu_test",
-            patches=(("r += min(ref_lens, key=lambda length: (abs(length - len(hyp_tokens)), length))", "r += ref_lens[0]"),)),
-    Mistake("shortest reference length", answer="bleu_answer", test="bleu_test",
-            patches=(("r += min(ref_lens, key=lambda length: (abs(length - len(hyp_tokens)), length))", "r += min(ref_lens)"),)),
-    Mistake("BP with c and r swapped in the call", answer="bleu_answer", test="bleu_test",
-            patches=(("brevity_penalty(c, r)", "brevity_penalty(r, c)"),)),
-    Mistake("log2 in the geometric mean", answer="bleu_answer", test="bleu_test",
-            patches=(("math.log(m / t)", "math.log2(m / t)"),)),
-    Mistake("references concatenated into one", answer="bleu_answer", test="bleu_test",
-            patches=(("ref_tokens = [ref.split() for ref in refs]", "ref_tokens = [\" \".join(refs).split()]"),)),
-    Mistake("macro-average of per-sentence precisions", answer="bleu_answer", test="bleu_test",
-            patches=(("matches[n - 1] += m\n            totals[n - 1] += t",
-                      "matches[n - 1] += m / t if t else 0\n            totals[n - 1] += 1"),)),
-    Mistake("shortcut (alias): the library's corpus_bleu taken under another name", answer="bleu_answer",
-            test="bleu_test", source='''import course_utils.bleu as _bleu
+    Mistake(
+        "no brevity penalty",
+        answer="bleu_answer",
+        test="bleu_test",
+        patches=(("100.0 * brevity_penalty(c, r) * math.exp(log_precision)", "100.0 * math.exp(log_precision)"),),
+    ),
+    Mistake(
+        "arithmetic mean of precisions",
+        answer="bleu_answer",
+        test="bleu_test",
+        patches=(("math.exp(log_precision)", "sum(m / t for m, t in zip(matches, totals)) / max_n"),),
+    ),
+    Mistake(
+        "averaging sentence-level BLEU",
+        answer="bleu_answer",
+        test="bleu_test",
+        patches=(
+            (
+                "return 100.0 * brevity_penalty(c, r) * math.exp(log_precision)",
+                "if len(hypotheses) > 1:\n"
+                "        return sum(corpus_bleu([h], [rs], max_n) for h, rs in zip(hypotheses, references)) / len(hypotheses)\n"
+                "    return 100.0 * brevity_penalty(c, r) * math.exp(log_precision)",
+            ),
+        ),
+    ),
+    Mistake(
+        "first reference length instead of closest",
+        answer="bleu_answer",
+        test="bleu_test",
+        patches=(
+            ("r += min(ref_lens, key=lambda length: (abs(length - len(hyp_tokens)), length))", "r += ref_lens[0]"),
+        ),
+    ),
+    Mistake(
+        "shortest reference length",
+        answer="bleu_answer",
+        test="bleu_test",
+        patches=(
+            ("r += min(ref_lens, key=lambda length: (abs(length - len(hyp_tokens)), length))", "r += min(ref_lens)"),
+        ),
+    ),
+    Mistake(
+        "BP with c and r swapped in the call",
+        answer="bleu_answer",
+        test="bleu_test",
+        patches=(("brevity_penalty(c, r)", "brevity_penalty(r, c)"),),
+    ),
+    Mistake(
+        "log2 in the geometric mean",
+        answer="bleu_answer",
+        test="bleu_test",
+        patches=(("math.log(m / t)", "math.log2(m / t)"),),
+    ),
+    Mistake(
+        "references concatenated into one",
+        answer="bleu_answer",
+        test="bleu_test",
+        patches=(("ref_tokens = [ref.split() for ref in refs]", 'ref_tokens = [" ".join(refs).split()]'),),
+    ),
+    Mistake(
+        "macro-average of per-sentence precisions",
+        answer="bleu_answer",
+        test="bleu_test",
+        patches=(
+            (
+                "matches[n - 1] += m\n            totals[n - 1] += t",
+                "matches[n - 1] += m / t if t else 0\n            totals[n - 1] += 1",
+            ),
+        ),
+    ),
+    Mistake(
+        "shortcut (alias): the library's corpus_bleu taken under another name",
+        answer="bleu_answer",
+        test="bleu_test",
+        source='''import course_utils.bleu as _bleu
 
 _library_bleu = _bleu.corpus_bleu
 
@@ -216,9 +389,13 @@ _library_bleu = _bleu.corpus_bleu
 def corpus_bleu(hypotheses, references, max_n=4):
     """Corpus BLEU in [0, 100] without smoothing, whitespace tokenization."""
     return float(_library_bleu(hypotheses, references, max_n=max_n, smooth="none").score)
-'''),
-    Mistake("shortcut (path): sacreBLEU's BLEU class by its module path scores", answer="bleu_answer", test="bleu_test",
-            source='''import sacrebleu.metrics.bleu
+''',
+    ),
+    Mistake(
+        "shortcut (path): sacreBLEU's BLEU class by its module path scores",
+        answer="bleu_answer",
+        test="bleu_test",
+        source='''import sacrebleu.metrics.bleu
 
 
 def corpus_bleu(hypotheses, references, max_n=4):
@@ -226,9 +403,13 @@ def corpus_bleu(hypotheses, references, max_n=4):
     streams = [list(stream) for stream in zip(*references)]
     scorer = sacrebleu.metrics.bleu.BLEU(tokenize="none", smooth_method="none", max_ngram_order=max_n)
     return float(scorer.corpus_score(list(hypotheses), streams).score)
-'''),
-    Mistake("shortcut (path): sacreBLEU scorers built before the test (inherited corpus_score)", answer="bleu_answer",
-            test="bleu_test", source='''import functools
+''',
+    ),
+    Mistake(
+        "shortcut (path): sacreBLEU scorers built before the test (inherited corpus_score)",
+        answer="bleu_answer",
+        test="bleu_test",
+        source='''import functools
 
 import sacrebleu
 
@@ -240,9 +421,13 @@ def corpus_bleu(hypotheses, references, max_n=4):
     """Corpus BLEU in [0, 100] without smoothing, whitespace tokenization."""
     streams = [list(stream) for stream in zip(*references)]
     return float(_SCORERS[max_n].corpus_score(list(hypotheses), streams).score)
-'''),
-    Mistake("shortcut (library): the library's corpus_stats counts, the formula by hand", answer="bleu_answer",
-            test="bleu_test", source='''from course_utils.bleu import corpus_stats as _stats
+''',
+    ),
+    Mistake(
+        "shortcut (library): the library's corpus_stats counts, the formula by hand",
+        answer="bleu_answer",
+        test="bleu_test",
+        source='''from course_utils.bleu import corpus_stats as _stats
 
 
 def corpus_bleu(hypotheses, references, max_n=4):
@@ -252,7 +437,8 @@ def corpus_bleu(hypotheses, references, max_n=4):
         return 0.0
     log_precision = sum(math.log(m / t) for m, t in zip(matches, totals)) / max_n
     return 100.0 * brevity_penalty(c, r) * math.exp(log_precision)
-'''),
+''',
+    ),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)

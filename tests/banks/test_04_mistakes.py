@@ -8,89 +8,246 @@ UNIT = "04_lstm_gru"
 
 BANK = [
     # ---------------------------------------------------------------- Part A: lstm_cell
-    Mistake("lstm: forget gate applied to the candidate", answer="lstm_answer", test="lstm_test",
-            patches=(("c_next = f * c + i * g", "c_next = i * c + f * g"),)),
-    Mistake("lstm: gate order i, f, o, g", answer="lstm_answer", test="lstm_test",
-            patches=(("i, f, g, o = gates.chunk(4, dim=1)", "i, f, o, g = gates.chunk(4, dim=1)"),)),
-    Mistake("lstm: gate order f, i, g, o", answer="lstm_answer", test="lstm_test",
-            patches=(("i, f, g, o = gates.chunk(4, dim=1)", "f, i, g, o = gates.chunk(4, dim=1)"),)),
-    Mistake("lstm: tanh on the output gate", answer="lstm_answer", test="lstm_test",
-            patches=(("o = torch.sigmoid(o)", "o = torch.tanh(o)"),)),
-    Mistake("lstm: sigmoid candidate", answer="lstm_answer", test="lstm_test",
-            patches=(("g = torch.tanh(g)", "g = torch.sigmoid(g)"),)),
-    Mistake("lstm: H = O * C without tanh", answer="lstm_answer", test="lstm_test",
-            patches=(("h_next = o * torch.tanh(c_next)", "h_next = o * c_next"),)),
-    Mistake("lstm: hidden state from the old cell", answer="lstm_answer", test="lstm_test",
-            patches=(("h_next = o * torch.tanh(c_next)", "h_next = o * torch.tanh(c)"),)),
-    Mistake("lstm: no forget gate", answer="lstm_answer", test="lstm_test",
-            patches=(("c_next = f * c + i * g", "c_next = c + i * g"),)),
-    Mistake("lstm: b_hh ignored", answer="lstm_answer", test="lstm_test",
-            patches=((" + h @ W_hh.T + b_hh", " + h @ W_hh.T"),)),
-    Mistake("lstm: returns (c, h)", answer="lstm_answer", test="lstm_test",
-            patches=(("return h_next, c_next", "return c_next, h_next"),)),
+    Mistake(
+        "lstm: forget gate applied to the candidate",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("c_next = f * c + i * g", "c_next = i * c + f * g"),),
+    ),
+    Mistake(
+        "lstm: gate order i, f, o, g",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("i, f, g, o = gates.chunk(4, dim=1)", "i, f, o, g = gates.chunk(4, dim=1)"),),
+    ),
+    Mistake(
+        "lstm: gate order f, i, g, o",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("i, f, g, o = gates.chunk(4, dim=1)", "f, i, g, o = gates.chunk(4, dim=1)"),),
+    ),
+    Mistake(
+        "lstm: tanh on the output gate",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("o = torch.sigmoid(o)", "o = torch.tanh(o)"),),
+    ),
+    Mistake(
+        "lstm: sigmoid candidate",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("g = torch.tanh(g)", "g = torch.sigmoid(g)"),),
+    ),
+    Mistake(
+        "lstm: H = O * C without tanh",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("h_next = o * torch.tanh(c_next)", "h_next = o * c_next"),),
+    ),
+    Mistake(
+        "lstm: hidden state from the old cell",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("h_next = o * torch.tanh(c_next)", "h_next = o * torch.tanh(c)"),),
+    ),
+    Mistake(
+        "lstm: no forget gate",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("c_next = f * c + i * g", "c_next = c + i * g"),),
+    ),
+    Mistake(
+        "lstm: b_hh ignored",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=((" + h @ W_hh.T + b_hh", " + h @ W_hh.T"),),
+    ),
+    Mistake(
+        "lstm: returns (c, h)",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("return h_next, c_next", "return c_next, h_next"),),
+    ),
     # ---------------------------------------------------------------- Part B: gru_cell
-    Mistake("gru: Z and 1 - Z swapped", answer="gru_answer", test="gru_test",
-            patches=(("return z * h + (1 - z) * n", "return (1 - z) * h + z * n"),)),
-    Mistake("gru: reset gate applied textbook-style", answer="gru_answer", test="gru_test",
-            patches=(("n = torch.tanh(xn + r * hn)",
-                      "H = h.shape[1]\n    n = torch.tanh(xn + (r * h) @ W_hh[2 * H:].T + b_hh[2 * H:])"),)),
-    Mistake("gru: b_hn outside the reset product", answer="gru_answer", test="gru_test",
-            patches=(("n = torch.tanh(xn + r * hn)",
-                      "H = h.shape[1]\n    n = torch.tanh(xn + r * (hn - b_hh[2 * H:]) + b_hh[2 * H:])"),)),
-    Mistake("gru: candidate bias outside the tanh", answer="gru_answer", test="gru_test",
-            patches=(("n = torch.tanh(xn + r * hn)",
-                      "H = h.shape[1]\n    n = torch.tanh(xn - b_ih[2 * H:] + r * hn) + b_ih[2 * H:]"),)),
-    Mistake("gru: gate order z, r, n", answer="gru_answer", test="gru_test",
-            patches=(("xr, xz, xn = gi.chunk(3, dim=1)", "xz, xr, xn = gi.chunk(3, dim=1)"),
-                     ("hr, hz, hn = gh.chunk(3, dim=1)", "hz, hr, hn = gh.chunk(3, dim=1)"))),
-    Mistake("gru: no reset gate", answer="gru_answer", test="gru_test",
-            patches=(("n = torch.tanh(xn + r * hn)", "n = torch.tanh(xn + hn)"),)),
-    Mistake("gru: sigmoid candidate", answer="gru_answer", test="gru_test",
-            patches=(("n = torch.tanh(xn + r * hn)", "n = torch.sigmoid(xn + r * hn)"),)),
-    Mistake("gru: reset gate uses the update pre-activation", answer="gru_answer", test="gru_test",
-            patches=(("r = torch.sigmoid(xr + hr)", "r = torch.sigmoid(xz + hz)"),)),
+    Mistake(
+        "gru: Z and 1 - Z swapped",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(("return z * h + (1 - z) * n", "return (1 - z) * h + z * n"),),
+    ),
+    Mistake(
+        "gru: reset gate applied textbook-style",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(
+            (
+                "n = torch.tanh(xn + r * hn)",
+                "H = h.shape[1]\n    n = torch.tanh(xn + (r * h) @ W_hh[2 * H:].T + b_hh[2 * H:])",
+            ),
+        ),
+    ),
+    Mistake(
+        "gru: b_hn outside the reset product",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(
+            (
+                "n = torch.tanh(xn + r * hn)",
+                "H = h.shape[1]\n    n = torch.tanh(xn + r * (hn - b_hh[2 * H:]) + b_hh[2 * H:])",
+            ),
+        ),
+    ),
+    Mistake(
+        "gru: candidate bias outside the tanh",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(
+            (
+                "n = torch.tanh(xn + r * hn)",
+                "H = h.shape[1]\n    n = torch.tanh(xn - b_ih[2 * H:] + r * hn) + b_ih[2 * H:]",
+            ),
+        ),
+    ),
+    Mistake(
+        "gru: gate order z, r, n",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(
+            ("xr, xz, xn = gi.chunk(3, dim=1)", "xz, xr, xn = gi.chunk(3, dim=1)"),
+            ("hr, hz, hn = gh.chunk(3, dim=1)", "hz, hr, hn = gh.chunk(3, dim=1)"),
+        ),
+    ),
+    Mistake(
+        "gru: no reset gate",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(("n = torch.tanh(xn + r * hn)", "n = torch.tanh(xn + hn)"),),
+    ),
+    Mistake(
+        "gru: sigmoid candidate",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(("n = torch.tanh(xn + r * hn)", "n = torch.sigmoid(xn + r * hn)"),),
+    ),
+    Mistake(
+        "gru: reset gate uses the update pre-activation",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(("r = torch.sigmoid(xr + hr)", "r = torch.sigmoid(xz + hz)"),),
+    ),
     # ---------------------------------------------------------------- Part C: masked_pool
-    Mistake("pool: last takes index T - 1", answer="pool_answer", test="pool_test",
-            patches=(("idx = lengths - 1", "idx = torch.full_like(lengths, outputs.shape[1] - 1)"),)),
-    Mistake("pool: last takes index length (clamped)", answer="pool_answer", test="pool_test",
-            patches=(("idx = lengths - 1", "idx = lengths.clamp(max=outputs.shape[1] - 1)"),)),
-    Mistake("pool: mean divides by T", answer="pool_answer", test="pool_test",
-            patches=(("/ lengths.unsqueeze(-1).to(outputs.dtype)", "/ outputs.shape[1]"),)),
-    Mistake("pool: mean includes padding", answer="pool_answer", test="pool_test",
-            patches=(("return (outputs * m).sum(dim=1) / lengths", "return outputs.sum(dim=1) / lengths"),)),
-    Mistake("pool: max over padded zeros", answer="pool_answer", test="pool_test",
-            patches=(("return outputs.masked_fill(~mask.unsqueeze(-1), float(\"-inf\")).amax(dim=1)",
-                      "return (outputs * m).amax(dim=1)"),)),
-    Mistake("pool: max includes padding", answer="pool_answer", test="pool_test",
-            patches=(("return outputs.masked_fill(~mask.unsqueeze(-1), float(\"-inf\")).amax(dim=1)",
-                      "return outputs.amax(dim=1)"),)),
-    Mistake("pool: max returns (values, indices)", answer="pool_answer", test="pool_test",
-            patches=(("float(\"-inf\")).amax(dim=1)", "float(\"-inf\")).max(dim=1)"),)),
-    Mistake("pool: unknown how returns None", answer="pool_answer", test="pool_test",
-            patches=(("    raise ValueError(f\"how must be 'last', 'mean' or 'max', got {how!r}\")\n", "    return None\n"),)),
+    Mistake(
+        "pool: last takes index T - 1",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(("idx = lengths - 1", "idx = torch.full_like(lengths, outputs.shape[1] - 1)"),),
+    ),
+    Mistake(
+        "pool: last takes index length (clamped)",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(("idx = lengths - 1", "idx = lengths.clamp(max=outputs.shape[1] - 1)"),),
+    ),
+    Mistake(
+        "pool: mean divides by T",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(("/ lengths.unsqueeze(-1).to(outputs.dtype)", "/ outputs.shape[1]"),),
+    ),
+    Mistake(
+        "pool: mean includes padding",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(("return (outputs * m).sum(dim=1) / lengths", "return outputs.sum(dim=1) / lengths"),),
+    ),
+    Mistake(
+        "pool: max over padded zeros",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(
+            (
+                'return outputs.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(dim=1)',
+                "return (outputs * m).amax(dim=1)",
+            ),
+        ),
+    ),
+    Mistake(
+        "pool: max includes padding",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(
+            (
+                'return outputs.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(dim=1)',
+                "return outputs.amax(dim=1)",
+            ),
+        ),
+    ),
+    Mistake(
+        "pool: max returns (values, indices)",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(('float("-inf")).amax(dim=1)', 'float("-inf")).max(dim=1)'),),
+    ),
+    Mistake(
+        "pool: unknown how returns None",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(
+            ("    raise ValueError(f\"how must be 'last', 'mean' or 'max', got {how!r}\")\n", "    return None\n"),
+        ),
+    ),
     # ---------------------------------------------------------------- Part D: AddingModel
-    Mistake("adding: plain RNN", answer="adding_answer", test="adding_test",
-            patches=(("self.rnn = nn.LSTM(", "self.rnn = nn.RNN("),)),
-    Mistake("adding: no recurrence, last step only", answer="adding_answer", test="adding_test",
-            patches=(("self.rnn = nn.LSTM(input_size=2, hidden_size=32, batch_first=True)",
-                      "self.rnn = nn.Linear(2, 32)"),
-                     ("outputs, _ = self.rnn(x)  # (B, T, H)", "outputs = torch.tanh(self.rnn(x))  # (B, T, H)"))),
-    Mistake("adding: output of size (B, 1)", answer="adding_answer", test="adding_test",
-            patches=(("return self.head(outputs[:, -1]).squeeze(-1)", "return self.head(outputs[:, -1])"),)),
-    Mistake("adding: reads the first step", answer="adding_answer", test="adding_test",
-            patches=(("self.head(outputs[:, -1])", "self.head(outputs[:, 0])"),)),
-    Mistake("adding: batch_first forgotten", answer="adding_answer", test="adding_test",
-            patches=((", batch_first=True)", ")"),)),
-    Mistake("adding: sigmoid on the output", answer="adding_answer", test="adding_test",
-            patches=(("return self.head(outputs[:, -1]).squeeze(-1)",
-                      "return torch.sigmoid(self.head(outputs[:, -1])).squeeze(-1)"),)),
+    Mistake(
+        "adding: plain RNN",
+        answer="adding_answer",
+        test="adding_test",
+        patches=(("self.rnn = nn.LSTM(", "self.rnn = nn.RNN("),),
+    ),
+    Mistake(
+        "adding: no recurrence, last step only",
+        answer="adding_answer",
+        test="adding_test",
+        patches=(
+            ("self.rnn = nn.LSTM(input_size=2, hidden_size=32, batch_first=True)", "self.rnn = nn.Linear(2, 32)"),
+            ("outputs, _ = self.rnn(x)  # (B, T, H)", "outputs = torch.tanh(self.rnn(x))  # (B, T, H)"),
+        ),
+    ),
+    Mistake(
+        "adding: output of size (B, 1)",
+        answer="adding_answer",
+        test="adding_test",
+        patches=(("return self.head(outputs[:, -1]).squeeze(-1)", "return self.head(outputs[:, -1])"),),
+    ),
+    Mistake(
+        "adding: reads the first step",
+        answer="adding_answer",
+        test="adding_test",
+        patches=(("self.head(outputs[:, -1])", "self.head(outputs[:, 0])"),),
+    ),
+    Mistake(
+        "adding: batch_first forgotten",
+        answer="adding_answer",
+        test="adding_test",
+        patches=((", batch_first=True)", ")"),),
+    ),
+    Mistake(
+        "adding: sigmoid on the output",
+        answer="adding_answer",
+        test="adding_test",
+        patches=(
+            (
+                "return self.head(outputs[:, -1]).squeeze(-1)",
+                "return torch.sigmoid(self.head(outputs[:, -1])).squeeze(-1)",
+            ),
+        ),
+    ),
 ]
 
 # ---------------------------------------------------------------- shortcuts: whole answer cells a student could submit
 # Each one is correct code that earns the points when the call guard is off (checked once by hand); with
 # the guard on it must fail with ForbiddenCall, however it reached the forbidden function.
 
-LSTM_ALIAS = dedent('''\
+LSTM_ALIAS = dedent("""\
     import course_utils.gated as G
 
     _course_cell = G.lstm_cell
@@ -100,15 +257,15 @@ LSTM_ALIAS = dedent('''\
         # x (B, D); state = (h (B, H), c (B, H)); W_ih (4H, D); W_hh (4H, H); b_ih, b_hh (4H,)
         # returns (h_next (B, H), c_next (B, H))
         return _course_cell(x, state, W_ih, W_hh, b_ih, b_hh)
-    ''')
+    """)
 
-LSTM_VF = dedent('''\
+LSTM_VF = dedent("""\
     def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
         # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H)), by nn.LSTMCell's operator
         return torch._VF.lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh)
-    ''')
+    """)
 
-LSTM_MODULE_PATH = dedent('''\
+LSTM_MODULE_PATH = dedent("""\
     from torch.func import functional_call
     from torch.nn.modules.rnn import LSTMCell as _Cell
 
@@ -118,16 +275,16 @@ LSTM_MODULE_PATH = dedent('''\
         cell = _Cell(W_ih.shape[1], W_hh.shape[1])
         weights = {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh}
         return functional_call(cell, weights, (x, state))
-    ''')
+    """)
 
-LSTM_QUANTIZABLE = dedent('''\
+LSTM_QUANTIZABLE = dedent("""\
     from torch.nn.quantizable.modules.rnn import LSTMCell as _FloatCell  # a pure-Python LSTM cell in PyTorch
 
 
     def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
         # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H))
         return _FloatCell.from_params(W_ih, W_hh, b_ih, b_hh)(x, state)
-    ''')
+    """)
 
 LSTM_SUBCLASS = dedent('''\
     class _Cell(nn.LSTMCell):
@@ -143,7 +300,7 @@ LSTM_SUBCLASS = dedent('''\
         return cell(x, state)
     ''')
 
-GRU_ALIAS = dedent('''\
+GRU_ALIAS = dedent("""\
     import course_utils.gated as G
 
     _course_cell = G.gru_cell
@@ -152,9 +309,9 @@ GRU_ALIAS = dedent('''\
     def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
         # x (B, D); h (B, H); W_ih (3H, D); W_hh (3H, H); b_ih, b_hh (3H,) -> h_next (B, H)
         return _course_cell(x, h, W_ih, W_hh, b_ih, b_hh)
-    ''')
+    """)
 
-GRU_RUNNER = dedent('''\
+GRU_RUNNER = dedent("""\
     from course_utils.gated import run_gru as _run
 
 
@@ -162,9 +319,9 @@ GRU_RUNNER = dedent('''\
         # x (B, D); h (B, H) -> h_next (B, H): the course's GRU runner on a sequence of one step
         _, h_next = _run(x[:, None], W_ih, W_hh, b_ih, b_hh, h)
         return h_next
-    ''')
+    """)
 
-GRU_VF = dedent('''\
+GRU_VF = dedent("""\
     import functools
 
     _step = functools.partial(torch._VF.gru_cell)  # nn.GRUCell's operator, taken before the test
@@ -173,9 +330,9 @@ GRU_VF = dedent('''\
     def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
         # x (B, D); h (B, H) -> h_next (B, H)
         return _step(x, h, W_ih, W_hh, b_ih, b_hh)
-    ''')
+    """)
 
-GRU_MODULE_PATH = dedent('''\
+GRU_MODULE_PATH = dedent("""\
     from torch.func import functional_call
     from torch.nn.modules.rnn import GRUCell as _Cell
 
@@ -185,9 +342,9 @@ GRU_MODULE_PATH = dedent('''\
         cell = _Cell(W_ih.shape[1], W_hh.shape[1])
         weights = {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh}
         return functional_call(cell, weights, (x, h))
-    ''')
+    """)
 
-POOL_ALIAS = dedent('''\
+POOL_ALIAS = dedent("""\
     import course_utils.gated as G
 
     _pool = G.masked_pool
@@ -196,9 +353,9 @@ POOL_ALIAS = dedent('''\
     def masked_pool(outputs, mask, how="last"):
         # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
         return _pool(outputs, mask, how)
-    ''')
+    """)
 
-POOL_OTHER_MODULE = dedent('''\
+POOL_OTHER_MODULE = dedent("""\
     from course_utils.gated import SequenceClassifier
 
     _pool = SequenceClassifier.forward.__globals__["masked_pool"]  # the course's pooling, found by its user
@@ -207,9 +364,9 @@ POOL_OTHER_MODULE = dedent('''\
     def masked_pool(outputs, mask, how="last"):
         # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
         return _pool(outputs, mask, how)
-    ''')
+    """)
 
-POOL_TORCH_MASKED = dedent('''\
+POOL_TORCH_MASKED = dedent("""\
     from torch.masked import _ops as _masked_ops  # torch.masked.mean / amax by another path
 
 
@@ -224,9 +381,9 @@ POOL_TORCH_MASKED = dedent('''\
         if how == "max":
             return _masked_ops.amax(outputs, 1, mask=full)  # (B, H)
         raise ValueError(f"how must be 'last', 'mean' or 'max', got {how!r}")
-    ''')
+    """)
 
-POOL_MASKED_TENSOR = dedent('''\
+POOL_MASKED_TENSOR = dedent("""\
     import warnings
 
     from torch.masked import masked_tensor
@@ -244,9 +401,9 @@ POOL_MASKED_TENSOR = dedent('''\
             masked = masked_tensor(outputs, mask.unsqueeze(-1).expand_as(outputs))  # (B, T, H)
             pooled = masked.mean(1) if how == "mean" else masked.amax(1)  # (B, H)
             return pooled.get_data()
-    ''')
+    """)
 
-ADDING_WRAPPED = dedent('''\
+ADDING_WRAPPED = dedent("""\
     from course_utils.gated import LastStepRegressor as _Ready
 
 
@@ -258,9 +415,9 @@ ADDING_WRAPPED = dedent('''\
 
         def forward(self, x):
             return self.inner(x)
-    ''')
+    """)
 
-ADDING_SUBCLASS = dedent('''\
+ADDING_SUBCLASS = dedent("""\
     import course_utils.gated as G
 
 
@@ -268,9 +425,9 @@ ADDING_SUBCLASS = dedent('''\
         # forward: x (B, T, 2) float -> predictions (B,)
         def __init__(self):
             super().__init__("lstm", input_size=2, hidden_size=32)
-    ''')
+    """)
 
-ADDING_BUILT_EARLIER = dedent('''\
+ADDING_BUILT_EARLIER = dedent("""\
     import copy
     import importlib
 
@@ -287,44 +444,95 @@ ADDING_BUILT_EARLIER = dedent('''\
 
         def forward(self, x):
             return self.inner(x)
-    ''')
+    """)
 
 BANK += [
     # ---------------------------------------------------------------- Part A
-    Mistake("shortcut (alias): course_utils.gated.lstm_cell wrapped", answer="lstm_answer", test="lstm_test",
-            source=LSTM_ALIAS),
+    Mistake(
+        "shortcut (alias): course_utils.gated.lstm_cell wrapped",
+        answer="lstm_answer",
+        test="lstm_test",
+        source=LSTM_ALIAS,
+    ),
     Mistake("shortcut (path): torch._VF.lstm_cell", answer="lstm_answer", test="lstm_test", source=LSTM_VF),
-    Mistake("shortcut (path): torch.nn.modules.rnn.LSTMCell by functional_call", answer="lstm_answer",
-            test="lstm_test", source=LSTM_MODULE_PATH),
-    Mistake("shortcut (path): torch.nn.quantizable's float LSTMCell.from_params", answer="lstm_answer",
-            test="lstm_test", source=LSTM_QUANTIZABLE),
-    Mistake("shortcut (subclass): a subclass of nn.LSTMCell", answer="lstm_answer", test="lstm_test",
-            source=LSTM_SUBCLASS),
+    Mistake(
+        "shortcut (path): torch.nn.modules.rnn.LSTMCell by functional_call",
+        answer="lstm_answer",
+        test="lstm_test",
+        source=LSTM_MODULE_PATH,
+    ),
+    Mistake(
+        "shortcut (path): torch.nn.quantizable's float LSTMCell.from_params",
+        answer="lstm_answer",
+        test="lstm_test",
+        source=LSTM_QUANTIZABLE,
+    ),
+    Mistake(
+        "shortcut (subclass): a subclass of nn.LSTMCell", answer="lstm_answer", test="lstm_test", source=LSTM_SUBCLASS
+    ),
     # ---------------------------------------------------------------- Part B
-    Mistake("shortcut (alias): course_utils.gated.gru_cell wrapped", answer="gru_answer", test="gru_test",
-            source=GRU_ALIAS),
-    Mistake("shortcut (alias): course_utils.gated.run_gru on one step", answer="gru_answer", test="gru_test",
-            source=GRU_RUNNER),
-    Mistake("shortcut (path): functools.partial(torch._VF.gru_cell)", answer="gru_answer", test="gru_test",
-            source=GRU_VF),
-    Mistake("shortcut (path): torch.nn.modules.rnn.GRUCell by functional_call", answer="gru_answer",
-            test="gru_test", source=GRU_MODULE_PATH),
+    Mistake(
+        "shortcut (alias): course_utils.gated.gru_cell wrapped", answer="gru_answer", test="gru_test", source=GRU_ALIAS
+    ),
+    Mistake(
+        "shortcut (alias): course_utils.gated.run_gru on one step",
+        answer="gru_answer",
+        test="gru_test",
+        source=GRU_RUNNER,
+    ),
+    Mistake(
+        "shortcut (path): functools.partial(torch._VF.gru_cell)", answer="gru_answer", test="gru_test", source=GRU_VF
+    ),
+    Mistake(
+        "shortcut (path): torch.nn.modules.rnn.GRUCell by functional_call",
+        answer="gru_answer",
+        test="gru_test",
+        source=GRU_MODULE_PATH,
+    ),
     # ---------------------------------------------------------------- Part C
-    Mistake("shortcut (alias): course_utils.gated.masked_pool wrapped", answer="pool_answer", test="pool_test",
-            source=POOL_ALIAS),
-    Mistake("shortcut (path): the course's masked_pool through SequenceClassifier.forward.__globals__",
-            answer="pool_answer", test="pool_test", source=POOL_OTHER_MODULE),
-    Mistake("shortcut (path): torch.masked._ops.mean / amax for mean and max", answer="pool_answer",
-            test="pool_test", source=POOL_TORCH_MASKED),
-    Mistake("shortcut (path): MaskedTensor reductions for mean and max", answer="pool_answer", test="pool_test",
-            source=POOL_MASKED_TENSOR),
+    Mistake(
+        "shortcut (alias): course_utils.gated.masked_pool wrapped",
+        answer="pool_answer",
+        test="pool_test",
+        source=POOL_ALIAS,
+    ),
+    Mistake(
+        "shortcut (path): the course's masked_pool through SequenceClassifier.forward.__globals__",
+        answer="pool_answer",
+        test="pool_test",
+        source=POOL_OTHER_MODULE,
+    ),
+    Mistake(
+        "shortcut (path): torch.masked._ops.mean / amax for mean and max",
+        answer="pool_answer",
+        test="pool_test",
+        source=POOL_TORCH_MASKED,
+    ),
+    Mistake(
+        "shortcut (path): MaskedTensor reductions for mean and max",
+        answer="pool_answer",
+        test="pool_test",
+        source=POOL_MASKED_TENSOR,
+    ),
     # ---------------------------------------------------------------- Part D (nn.LSTM is allowed: it is the answer)
-    Mistake("shortcut (alias): course_utils.gated.LastStepRegressor wrapped", answer="adding_answer",
-            test="adding_test", source=ADDING_WRAPPED),
-    Mistake("shortcut (subclass): a subclass of LastStepRegressor", answer="adding_answer", test="adding_test",
-            source=ADDING_SUBCLASS),
-    Mistake("shortcut (path): a LastStepRegressor built before the test, copied", answer="adding_answer",
-            test="adding_test", source=ADDING_BUILT_EARLIER),
+    Mistake(
+        "shortcut (alias): course_utils.gated.LastStepRegressor wrapped",
+        answer="adding_answer",
+        test="adding_test",
+        source=ADDING_WRAPPED,
+    ),
+    Mistake(
+        "shortcut (subclass): a subclass of LastStepRegressor",
+        answer="adding_answer",
+        test="adding_test",
+        source=ADDING_SUBCLASS,
+    ),
+    Mistake(
+        "shortcut (path): a LastStepRegressor built before the test, copied",
+        answer="adding_answer",
+        test="adding_test",
+        source=ADDING_BUILT_EARLIER,
+    ),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)

@@ -103,20 +103,24 @@ _ENC_INIT = """\
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
 """
-_ENC_ALIAS = """\
+_ENC_ALIAS = (
+    """\
 import course_utils.transformer as T
 
 _Layer = T.EncoderLayer
 
 
 class EncoderLayer(nn.Module):
-""" + _ENC_INIT + """
+"""
+    + _ENC_INIT
+    + """
     def forward(self, x, mask=None):
         layer = _Layer(self.linear1.in_features, self.self_attn.num_heads, self.linear1.out_features, norm_first=True)
         layer.self_attn, layer.norm1, layer.norm2 = self.self_attn, self.norm1, self.norm2
         layer.ffn.linear1, layer.ffn.linear2 = self.linear1, self.linear2
         return layer(x, mask)
 """
+)
 _ENC_SUBCLASS = """\
 from course_utils.transformer import EncoderLayer as _Layer
 
@@ -126,13 +130,16 @@ class EncoderLayer(_Layer):
         super().__init__(d_model, num_heads, d_ff, norm_first=True)
         self.linear1, self.linear2 = self.ffn.linear1, self.ffn.linear2  # the same modules under the graded names
 """
-_ENC_TORCH = """\
+_ENC_TORCH = (
+    """\
 import torch
 from torch.nn.modules.transformer import TransformerEncoderLayer as _TorchLayer
 
 
 class EncoderLayer(nn.Module):
-""" + _ENC_INIT + """
+"""
+    + _ENC_INIT
+    + """
     def forward(self, x, mask=None):
         a = self.self_attn
         layer = _TorchLayer(a.d_model, a.num_heads, self.linear1.out_features, dropout=0.0, batch_first=True,
@@ -146,14 +153,18 @@ class EncoderLayer(nn.Module):
         padding = None if mask is None else ~mask.reshape(mask.shape[0], -1)  # (B, T) True = pad
         return layer(x, src_key_padding_mask=padding)
 """
-_ENC_FUSED = """\
+)
+_ENC_FUSED = (
+    """\
 import torch
 
 _fused = torch.ops.aten._transformer_encoder_layer_fwd
 
 
 class EncoderLayer(nn.Module):
-""" + _ENC_INIT + """
+"""
+    + _ENC_INIT
+    + """
     def forward(self, x, mask=None):
         a = self.self_attn
         qkv_weight = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])
@@ -164,6 +175,7 @@ class EncoderLayer(nn.Module):
                       self.linear1.weight, self.linear1.bias, self.linear2.weight, self.linear2.bias,
                       padding, None if padding is None else 1)
 """
+)
 _BEAM_ALIAS = """\
 import course_utils.decoding as D
 
@@ -189,109 +201,206 @@ def beam_search(log_prob_fn, beam_size, max_len, bos_id, eos_id, length_penalty=
 
 BANK = [
     # ---------------------------------------------------------------- Part A: sinusoidal_positions
-    Mistake("positions: base 100 instead of 10000", **POS,
-            patches=(("position / 10000 **", "position / 100 **"),)),
-    Mistake("positions: sin and cos swapped", **POS,
-            patches=(("P[:, 0::2] = torch.sin(angle)", "P[:, 0::2] = torch.cos(angle)"),
-                     ("P[:, 1::2] = torch.cos(angle)", "P[:, 1::2] = torch.sin(angle)"))),
-    Mistake("positions: sines then cosines, not interleaved", **POS,
-            patches=(("P[:, 0::2] = torch.sin(angle)\n    P[:, 1::2] = torch.cos(angle)",
-                      "P = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)"),)),
-    Mistake("positions: exponent j/D instead of 2j/D", **POS,
-            patches=(("two_j = torch.arange(0, d_model, 2, dtype=torch.float64)",
-                      "two_j = torch.arange(d_model // 2, dtype=torch.float64)"),)),
-    Mistake("positions: exponent 2i/D with i the feature index", **POS,
-            patches=(("two_j = torch.arange(0, d_model, 2, dtype=torch.float64)",
-                      "two_j = 2 * torch.arange(0, d_model, 2, dtype=torch.float64)"),)),
-    Mistake("positions: positions start at 1", **POS,
-            patches=(("torch.arange(seq_len, dtype=torch.float64)", "torch.arange(1, seq_len + 1, dtype=torch.float64)"),)),
-    Mistake("positions: multiplies by the frequency denominator", **POS,
-            patches=(("position / 10000 **", "position * 10000 **"),)),
-    Mistake("positions: transposed (D, T)", **POS,
-            patches=(("return P.float()", "return P.float().T"),)),
-    Mistake("positions: returns float64", **POS,
-            patches=(("return P.float()", "return P"),)),
+    Mistake("positions: base 100 instead of 10000", **POS, patches=(("position / 10000 **", "position / 100 **"),)),
+    Mistake(
+        "positions: sin and cos swapped",
+        **POS,
+        patches=(
+            ("P[:, 0::2] = torch.sin(angle)", "P[:, 0::2] = torch.cos(angle)"),
+            ("P[:, 1::2] = torch.cos(angle)", "P[:, 1::2] = torch.sin(angle)"),
+        ),
+    ),
+    Mistake(
+        "positions: sines then cosines, not interleaved",
+        **POS,
+        patches=(
+            (
+                "P[:, 0::2] = torch.sin(angle)\n    P[:, 1::2] = torch.cos(angle)",
+                "P = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)",
+            ),
+        ),
+    ),
+    Mistake(
+        "positions: exponent j/D instead of 2j/D",
+        **POS,
+        patches=(
+            (
+                "two_j = torch.arange(0, d_model, 2, dtype=torch.float64)",
+                "two_j = torch.arange(d_model // 2, dtype=torch.float64)",
+            ),
+        ),
+    ),
+    Mistake(
+        "positions: exponent 2i/D with i the feature index",
+        **POS,
+        patches=(
+            (
+                "two_j = torch.arange(0, d_model, 2, dtype=torch.float64)",
+                "two_j = 2 * torch.arange(0, d_model, 2, dtype=torch.float64)",
+            ),
+        ),
+    ),
+    Mistake(
+        "positions: positions start at 1",
+        **POS,
+        patches=(("torch.arange(seq_len, dtype=torch.float64)", "torch.arange(1, seq_len + 1, dtype=torch.float64)"),),
+    ),
+    Mistake(
+        "positions: multiplies by the frequency denominator",
+        **POS,
+        patches=(("position / 10000 **", "position * 10000 **"),),
+    ),
+    Mistake("positions: transposed (D, T)", **POS, patches=(("return P.float()", "return P.float().T"),)),
+    Mistake("positions: returns float64", **POS, patches=(("return P.float()", "return P"),)),
     # (no PyTorch built-in makes the table: the shortcuts reach the course's position tables)
     Mistake("shortcut (alias): the course's sinusoidal_positions under another name", **POS, source=_POS_ALIAS),
     Mistake("shortcut (alias): the buffer of the course's SinusoidalPositionalEncoding", **POS, source=_POS_MODULE),
     Mistake("shortcut (library helper): the rotary tables course_utils.gpt.rope_tables", **POS, source=_POS_ROPE),
     # ---------------------------------------------------------------- Part B: causal_attention
-    Mistake("causal: triu instead of tril (attends to the future)", **CAUSAL,
-            patches=((".tril()", ".triu()"),)),
-    Mistake("causal: diagonal excluded", **CAUSAL,
-            patches=((".tril()", ".tril(-1)"),)),
-    Mistake("causal: masked scores set to 0 instead of -inf", **CAUSAL,
-            patches=(('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)"),)),
-    Mistake("causal: mask applied after the softmax", **CAUSAL,
-            patches=(('    scores = scores.masked_fill(~mask, float("-inf"))\n', ""),
-                     ("weights = scores.softmax(dim=-1)", "weights = scores.softmax(dim=-1).masked_fill(~mask, 0.0)"))),
-    Mistake("causal: mask inverted (True = blocked)", **CAUSAL,
-            patches=(("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),)),
-    Mistake("causal: no 1/sqrt(d_k)", **CAUSAL,
-            patches=((" / math.sqrt(q.shape[-1])", ""),)),
-    Mistake("causal: softmax over the queries", **CAUSAL,
-            patches=(("scores.softmax(dim=-1)", "scores.softmax(dim=-2)"),)),
-    Mistake("shortcut (alias): the course's scaled_dot_product_attention and causal_mask", **CAUSAL,
-            source=_CAUSAL_ALIAS),
+    Mistake("causal: triu instead of tril (attends to the future)", **CAUSAL, patches=((".tril()", ".triu()"),)),
+    Mistake("causal: diagonal excluded", **CAUSAL, patches=((".tril()", ".tril(-1)"),)),
+    Mistake(
+        "causal: masked scores set to 0 instead of -inf",
+        **CAUSAL,
+        patches=(('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)"),),
+    ),
+    Mistake(
+        "causal: mask applied after the softmax",
+        **CAUSAL,
+        patches=(
+            ('    scores = scores.masked_fill(~mask, float("-inf"))\n', ""),
+            ("weights = scores.softmax(dim=-1)", "weights = scores.softmax(dim=-1).masked_fill(~mask, 0.0)"),
+        ),
+    ),
+    Mistake(
+        "causal: mask inverted (True = blocked)",
+        **CAUSAL,
+        patches=(("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),),
+    ),
+    Mistake("causal: no 1/sqrt(d_k)", **CAUSAL, patches=((" / math.sqrt(q.shape[-1])", ""),)),
+    Mistake(
+        "causal: softmax over the queries", **CAUSAL, patches=(("scores.softmax(dim=-1)", "scores.softmax(dim=-2)"),)
+    ),
+    Mistake(
+        "shortcut (alias): the course's scaled_dot_product_attention and causal_mask", **CAUSAL, source=_CAUSAL_ALIAS
+    ),
     Mistake("shortcut (path): the C operator torch._scaled_dot_product_attention_math", **CAUSAL, source=_CAUSAL_MATH),
-    Mistake("shortcut (path): functools.partial of F.scaled_dot_product_attention(is_causal=True)", **CAUSAL,
-            source=_CAUSAL_PARTIAL),
+    Mistake(
+        "shortcut (path): functools.partial of F.scaled_dot_product_attention(is_causal=True)",
+        **CAUSAL,
+        source=_CAUSAL_PARTIAL,
+    ),
     Mistake("shortcut (library helper): the course's causal_mask", **CAUSAL, source=_CAUSAL_MASK),
-    Mistake("shortcut (library helper): nn.Transformer.generate_square_subsequent_mask", **CAUSAL,
-            source=_CAUSAL_TORCH_MASK),
+    Mistake(
+        "shortcut (library helper): nn.Transformer.generate_square_subsequent_mask", **CAUSAL, source=_CAUSAL_TORCH_MASK
+    ),
     # ---------------------------------------------------------------- Part C: EncoderLayer
-    Mistake("encoder: Post-LN (norm after the residual)", **ENC,
-            patches=(("h = self.norm1(x)                                 # (B, T, D)\n"
-                      "        x = x + self.self_attn(h, h, h, mask)[0]          # residual around attention\n"
-                      "        z = F.relu(self.linear1(self.norm2(x)))           # (B, T, d_ff)\n"
-                      "        x = x + self.linear2(z)                           # residual around the MLP\n",
-                      "x = self.norm1(x + self.self_attn(x, x, x, mask)[0])\n"
-                      "        x = self.norm2(x + self.linear2(F.relu(self.linear1(x))))\n"),)),
-    Mistake("encoder: no residual around attention", **ENC,
-            patches=(("x = x + self.self_attn(h, h, h, mask)[0]", "x = self.self_attn(h, h, h, mask)[0]"),)),
-    Mistake("encoder: no residual around the MLP", **ENC,
-            patches=(("x = x + self.linear2(z)", "x = self.linear2(z)"),)),
-    Mistake("encoder: residual taken from the normalized input", **ENC,
-            patches=(("x = x + self.self_attn(h, h, h, mask)[0]", "x = h + self.self_attn(h, h, h, mask)[0]"),)),
-    Mistake("encoder: norm1 used for both sublayers", **ENC,
-            patches=(("self.linear1(self.norm2(x))", "self.linear1(self.norm1(x))"),)),
-    Mistake("encoder: no ReLU in the MLP", **ENC,
-            patches=(("z = F.relu(self.linear1(self.norm2(x)))", "z = self.linear1(self.norm2(x))"),)),
-    Mistake("encoder: GELU instead of ReLU", **ENC,
-            patches=(("z = F.relu(self.linear1(", "z = F.gelu(self.linear1("),)),
-    Mistake("encoder: mask not passed to attention", **ENC,
-            patches=(("self.self_attn(h, h, h, mask)", "self.self_attn(h, h, h)"),)),
-    Mistake("encoder: MLP normalized output without residual input", **ENC,
-            patches=(("x = x + self.linear2(z)", "x = self.norm2(x) + self.linear2(z)"),)),
+    Mistake(
+        "encoder: Post-LN (norm after the residual)",
+        **ENC,
+        patches=(
+            (
+                "h = self.norm1(x)                                 # (B, T, D)\n"
+                "        x = x + self.self_attn(h, h, h, mask)[0]          # residual around attention\n"
+                "        z = F.relu(self.linear1(self.norm2(x)))           # (B, T, d_ff)\n"
+                "        x = x + self.linear2(z)                           # residual around the MLP\n",
+                "x = self.norm1(x + self.self_attn(x, x, x, mask)[0])\n"
+                "        x = self.norm2(x + self.linear2(F.relu(self.linear1(x))))\n",
+            ),
+        ),
+    ),
+    Mistake(
+        "encoder: no residual around attention",
+        **ENC,
+        patches=(("x = x + self.self_attn(h, h, h, mask)[0]", "x = self.self_attn(h, h, h, mask)[0]"),),
+    ),
+    Mistake(
+        "encoder: no residual around the MLP", **ENC, patches=(("x = x + self.linear2(z)", "x = self.linear2(z)"),)
+    ),
+    Mistake(
+        "encoder: residual taken from the normalized input",
+        **ENC,
+        patches=(("x = x + self.self_attn(h, h, h, mask)[0]", "x = h + self.self_attn(h, h, h, mask)[0]"),),
+    ),
+    Mistake(
+        "encoder: norm1 used for both sublayers",
+        **ENC,
+        patches=(("self.linear1(self.norm2(x))", "self.linear1(self.norm1(x))"),),
+    ),
+    Mistake(
+        "encoder: no ReLU in the MLP",
+        **ENC,
+        patches=(("z = F.relu(self.linear1(self.norm2(x)))", "z = self.linear1(self.norm2(x))"),),
+    ),
+    Mistake(
+        "encoder: GELU instead of ReLU", **ENC, patches=(("z = F.relu(self.linear1(", "z = F.gelu(self.linear1("),)
+    ),
+    Mistake(
+        "encoder: mask not passed to attention",
+        **ENC,
+        patches=(("self.self_attn(h, h, h, mask)", "self.self_attn(h, h, h)"),),
+    ),
+    Mistake(
+        "encoder: MLP normalized output without residual input",
+        **ENC,
+        patches=(("x = x + self.linear2(z)", "x = self.norm2(x) + self.linear2(z)"),),
+    ),
     Mistake("shortcut (alias): the course's EncoderLayer under another name", **ENC, source=_ENC_ALIAS),
     Mistake("shortcut (subclass): a subclass of the course's EncoderLayer", **ENC, source=_ENC_SUBCLASS),
     Mistake("shortcut (path): torch.nn.modules.transformer.TransformerEncoderLayer", **ENC, source=_ENC_TORCH),
-    Mistake("shortcut (path): the C operator torch.ops.aten._transformer_encoder_layer_fwd", **ENC,
-            source=_ENC_FUSED),
+    Mistake("shortcut (path): the C operator torch.ops.aten._transformer_encoder_layer_fwd", **ENC, source=_ENC_FUSED),
     # ---------------------------------------------------------------- Part D: beam_search
-    Mistake("beam: sums probabilities instead of log-probs", **BEAM,
-            patches=(("lp + token_lp", "lp + math.exp(token_lp)"),)),
-    Mistake("beam: multiplies log-probs", **BEAM,
-            patches=(("alive = [([bos_id], 0.0)]", "alive = [([bos_id], 1.0)]"), ("lp + token_lp", "lp * -token_lp"))),
-    Mistake("beam: <eos> does not finish a hypothesis", **BEAM,
-            patches=(("if tokens[-1] == eos_id or step == max_len:", "if step == max_len:"),)),
-    Mistake("beam: finished hypotheses dropped unless they reach max_len", **BEAM,
-            patches=(("finished.append((tokens[1:], lp))",
-                      "finished.append((tokens[1:], lp)) if step == max_len else None"),)),
-    Mistake("beam: no length normalization", **BEAM,
-            patches=(("return hypothesis[1] / len(hypothesis[0]) ** length_penalty", "return hypothesis[1]"),)),
-    Mistake("beam: length counts <bos>", **BEAM,
-            patches=(("/ len(hypothesis[0]) ** length_penalty", "/ (len(hypothesis[0]) + 1) ** length_penalty"),)),
-    Mistake("beam: one step too few", **BEAM,
-            patches=(("for step in range(1, max_len + 1):", "for step in range(1, max_len):"),)),
-    Mistake("beam: returns <bos> in the tokens", **BEAM,
-            patches=(("finished.append((tokens[1:], lp))", "finished.append((tokens, lp))"),)),
-    Mistake("beam: keeps the worst extensions", **BEAM,
-            patches=(("candidates.sort(key=lambda c: c[1], reverse=True)", "candidates.sort(key=lambda c: c[1])"),)),
-    Mistake("beam: best finished by log-prob, normalized score returned", **BEAM,
-            patches=(("best = max(finished, key=score)", "best = max(finished, key=lambda h: h[1])"),)),
-    Mistake("beam: beam_size ignored (greedy)", **BEAM,
-            patches=(("candidates[:beam_size]", "candidates[:1]"),)),
+    Mistake(
+        "beam: sums probabilities instead of log-probs", **BEAM, patches=(("lp + token_lp", "lp + math.exp(token_lp)"),)
+    ),
+    Mistake(
+        "beam: multiplies log-probs",
+        **BEAM,
+        patches=(("alive = [([bos_id], 0.0)]", "alive = [([bos_id], 1.0)]"), ("lp + token_lp", "lp * -token_lp")),
+    ),
+    Mistake(
+        "beam: <eos> does not finish a hypothesis",
+        **BEAM,
+        patches=(("if tokens[-1] == eos_id or step == max_len:", "if step == max_len:"),),
+    ),
+    Mistake(
+        "beam: finished hypotheses dropped unless they reach max_len",
+        **BEAM,
+        patches=(
+            ("finished.append((tokens[1:], lp))", "finished.append((tokens[1:], lp)) if step == max_len else None"),
+        ),
+    ),
+    Mistake(
+        "beam: no length normalization",
+        **BEAM,
+        patches=(("return hypothesis[1] / len(hypothesis[0]) ** length_penalty", "return hypothesis[1]"),),
+    ),
+    Mistake(
+        "beam: length counts <bos>",
+        **BEAM,
+        patches=(("/ len(hypothesis[0]) ** length_penalty", "/ (len(hypothesis[0]) + 1) ** length_penalty"),),
+    ),
+    Mistake(
+        "beam: one step too few",
+        **BEAM,
+        patches=(("for step in range(1, max_len + 1):", "for step in range(1, max_len):"),),
+    ),
+    Mistake(
+        "beam: returns <bos> in the tokens",
+        **BEAM,
+        patches=(("finished.append((tokens[1:], lp))", "finished.append((tokens, lp))"),),
+    ),
+    Mistake(
+        "beam: keeps the worst extensions",
+        **BEAM,
+        patches=(("candidates.sort(key=lambda c: c[1], reverse=True)", "candidates.sort(key=lambda c: c[1])"),),
+    ),
+    Mistake(
+        "beam: best finished by log-prob, normalized score returned",
+        **BEAM,
+        patches=(("best = max(finished, key=score)", "best = max(finished, key=lambda h: h[1])"),),
+    ),
+    Mistake("beam: beam_size ignored (greedy)", **BEAM, patches=(("candidates[:beam_size]", "candidates[:1]"),)),
     # (no PyTorch built-in does beam search: the shortcuts reach the course's beam_search)
     Mistake("shortcut (alias): the course's beam_search under another name", **BEAM, source=_BEAM_ALIAS),
     Mistake("shortcut (alias): functools.partial of the course's beam_search", **BEAM, source=_BEAM_PARTIAL),

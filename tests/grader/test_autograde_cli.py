@@ -51,7 +51,7 @@ def _library_function() -> tuple[str, str, str]:
     path = ROOT / "course_utils" / f"{module}.py"
     text = path.read_text(encoding="utf-8")
     node = next(n for n in ast.parse(text).body if getattr(n, "name", None) == name)
-    return f"course_utils.{module}", name, "".join(text.splitlines(keepends=True)[node.lineno - 1: node.end_lineno])
+    return f"course_utils.{module}", name, "".join(text.splitlines(keepends=True)[node.lineno - 1 : node.end_lineno])
 
 
 def _copying(solution: Path, target: Path) -> str:
@@ -59,7 +59,9 @@ def _copying(solution: Path, target: Path) -> str:
     function; return that cell's grade id."""
     nb = json.loads(solution.read_text(encoding="utf-8"))
     module, name, source = _library_function()
-    cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("solution"))
+    cell = next(
+        c for c in nb["cells"] if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("solution")
+    )
     cell["source"] = "".join(cell["source"]) + f"\nimport {module} as _library\n\n\n" + source
     target.write_text(json.dumps(nb), encoding="utf-8")
     return cell["metadata"]["nbgrader"]["grade_id"]
@@ -89,8 +91,12 @@ def course(tmp_path_factory) -> Path:
 def _scores(course: Path, unit: str, student: str) -> dict[str, tuple[float, float]]:
     with Gradebook(load_course(course).db_url) as gb:
         submission = gb.find_submission(unit, student)
-        return {g.name: (g.auto_score, g.max_score) for nb in submission.notebooks for g in nb.grades
-                if g.cell_type == "code"}
+        return {
+            g.name: (g.auto_score, g.max_score)
+            for nb in submission.notebooks
+            for g in nb.grades
+            if g.cell_type == "code"
+        }
 
 
 def test_import_uses_the_lms_file_names(course):
@@ -131,7 +137,9 @@ def test_feedback_hides_hidden_tests_but_names_failures(course, unit):
 
 def test_export_has_every_unit_and_review_flags(course):
     rows = list(csv.DictReader((course / "grades.csv").open()))
-    assert {(r["assignment"], r["student_id"]) for r in rows} == {(u, s) for u in UNITS for s in ("alice", "bob", "carol")}
+    assert {(r["assignment"], r["student_id"]) for r in rows} == {
+        (u, s) for u in UNITS for s in ("alice", "bob", "carol")
+    }
     assert all("review_flags" in r for r in rows)
     assert all(float(r["score"]) > 0 for r in rows if r["student_id"] == "alice")
     assert all(float(r["score"]) == 0 for r in rows if r["student_id"] == "bob")
@@ -168,8 +176,9 @@ def test_regrading_overwrites_scores_and_keeps_manual_grades(course):
     formgrader survives, as it does with stock `nbgrader autograde`."""
     unit = UNITS[0]
     with Gradebook(load_course(course).db_url) as gb:
-        written = next(g for nb in gb.find_submission(unit, "alice").notebooks for g in nb.grades
-                       if g.cell_type == "markdown")
+        written = next(
+            g for nb in gb.find_submission(unit, "alice").notebooks for g in nb.grades if g.cell_type == "markdown"
+        )
         written.manual_score = 1.0
         gb.db.commit()
         written_id = written.name

@@ -14,9 +14,14 @@ x = 1
 
 
 def test_hide_test_code_keeps_message_drops_traceback():
-    test_cell = nbformat.v4.new_code_cell("assert secret_check()", metadata={"nbgrader": {"grade": True, "solution": False}})
-    test_cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="rows must sum to 1",
-                                                traceback=["---", "assert secret_check()"])]
+    test_cell = nbformat.v4.new_code_cell(
+        "assert secret_check()", metadata={"nbgrader": {"grade": True, "solution": False}}
+    )
+    test_cell.outputs = [
+        nbformat.v4.new_output(
+            "error", ename="AssertionError", evalue="rows must sum to 1", traceback=["---", "assert secret_check()"]
+        )
+    ]
     answer_cell = nbformat.v4.new_code_cell("x", metadata={"nbgrader": {"grade": False, "solution": True}})
     answer_cell.outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="x", traceback=["line x"])]
     nb = nbformat.v4.new_notebook(cells=[test_cell, answer_cell])

@@ -12,10 +12,10 @@ import csv
 import filecmp
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
-import os
 import sys
 from pathlib import Path
 
@@ -30,9 +30,7 @@ STUDENTS = {"solution": "solutions", "blank": "exercises"}  # student id -> fold
 
 def nbgrader(course: Path, *args: str) -> None:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    result = subprocess.run(
-        [*NBGRADER, *args, "--log-level=WARN"], cwd=course, env=env, capture_output=True, text=True
-    )
+    result = subprocess.run([*NBGRADER, *args, "--log-level=WARN"], cwd=course, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise AssertionError(f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
 

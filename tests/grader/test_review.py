@@ -13,8 +13,17 @@ from pathlib import Path
 import pytest
 
 from grader.plan import Part
-from grader.review import (COPY_THRESHOLD, MIN_TOKENS, library_imports, library_index, near_copies, normalized_tokens,
-                           review_flags, similarity, suspicious_constructs)
+from grader.review import (
+    COPY_THRESHOLD,
+    MIN_TOKENS,
+    library_imports,
+    library_index,
+    near_copies,
+    normalized_tokens,
+    review_flags,
+    similarity,
+    suspicious_constructs,
+)
 
 ATTENTION = '''"""A stand-in for course_utils.attention."""
 import torch
@@ -54,14 +63,14 @@ CHECKS = '''def check_equal(actual, expected, name):
         raise AssertionError(f"{name}: got {actual!r}, expected {expected!r} (type {type(expected).__name__})")
 '''
 # masked_softmax with every name changed, its comments and docstring gone, and another layout
-RENAMED = '''def my_softmax(s, m=None):
+RENAMED = """def my_softmax(s, m=None):
     _check_mask(m, s)
     if m is None:
         return s.softmax(dim = -1)
     s = s.masked_fill(~m, float('-inf'))
     w = s.softmax(dim = -1)
     return w.nan_to_num(0.0)
-'''
+"""
 HONEST = '''def masked_softmax(scores, mask=None):
     """Softmax over the last axis of scores; masked keys get weight 0."""
     if mask is None:
@@ -84,27 +93,33 @@ def index(tmp_path: Path):
 
 
 def _answer(source: str, grade_id: str = "softmax_answer") -> list[Part]:
-    return [Part(0, "setup", "setup", "import course_utils.attention as A"), Part(1, "answer", grade_id, source),
-            Part(2, "test", "softmax_test", "from course_utils.attention import masked_softmax")]
+    return [
+        Part(0, "setup", "setup", "import course_utils.attention as A"),
+        Part(1, "answer", grade_id, source),
+        Part(2, "test", "softmax_test", "from course_utils.attention import masked_softmax"),
+    ]
 
 
 def _source_of(path: Path, name: str) -> str:
     text = path.read_text(encoding="utf-8")
     node = next(n for n in ast.parse(text).body if getattr(n, "name", None) == name)
-    return "".join(text.splitlines(keepends=True)[node.lineno - 1: node.end_lineno])
+    return "".join(text.splitlines(keepends=True)[node.lineno - 1 : node.end_lineno])
 
 
-@pytest.mark.parametrize("source", [
-    "import course_utils.attention as A\n",
-    "from course_utils import attention\n",
-    "from course_utils.attention import masked_softmax\n",
-    "from course_utils.attention import (\n    masked_softmax,\n)\n",
-    "import course_utils\nweights = course_utils.attention.masked_softmax(x)\n",
-    "def f(x):\n    import course_utils.attention\n    return x\n",
-    "%time x = 1\nfrom course_utils.attention import masked_softmax\n",  # a magic line: parsed without it
-    "def broken(:\n    from course_utils.attention import masked_softmax\n",  # does not parse: regular expression
-    "def broken(:\n    return course_utils.attention.masked_softmax(x)\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import course_utils.attention as A\n",
+        "from course_utils import attention\n",
+        "from course_utils.attention import masked_softmax\n",
+        "from course_utils.attention import (\n    masked_softmax,\n)\n",
+        "import course_utils\nweights = course_utils.attention.masked_softmax(x)\n",
+        "def f(x):\n    import course_utils.attention\n    return x\n",
+        "%time x = 1\nfrom course_utils.attention import masked_softmax\n",  # a magic line: parsed without it
+        "def broken(:\n    from course_utils.attention import masked_softmax\n",  # does not parse: regular expression
+        "def broken(:\n    return course_utils.attention.masked_softmax(x)\n",
+    ],
+)
 def test_imports_of_a_library_module_are_flagged_by_name(index, source):
     assert library_imports(source, index) == ["course_utils.attention"]
     flags = review_flags(_answer(source), index)
@@ -112,15 +127,18 @@ def test_imports_of_a_library_module_are_flagged_by_name(index, source):
     assert set(flags) <= {"imports course_utils.attention@softmax_answer", "ipython@softmax_answer"}, flags
 
 
-@pytest.mark.parametrize("source", [
-    "from course_utils.checks import check_equal\n",
-    "import course_utils.checks as C\nfrom course_utils import guard, repro, device, progress, plotting\n",
-    "from course_utils import get_device, seed_everything\n",
-    "import course_utils.checks\ncourse_utils.checks.check_equal(1, 1, 'x')\n",
-    "from course_utils.guard import forbid\nfrom course_utils.plotting import plot_history\n",
-    "import torch\n# from course_utils.attention import masked_softmax (a comment)\n",
-    "x = 'course_utils.attention'\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from course_utils.checks import check_equal\n",
+        "import course_utils.checks as C\nfrom course_utils import guard, repro, device, progress, plotting\n",
+        "from course_utils import get_device, seed_everything\n",
+        "import course_utils.checks\ncourse_utils.checks.check_equal(1, 1, 'x')\n",
+        "from course_utils.guard import forbid\nfrom course_utils.plotting import plot_history\n",
+        "import torch\n# from course_utils.attention import masked_softmax (a comment)\n",
+        "x = 'course_utils.attention'\n",
+    ],
+)
 def test_infrastructure_comments_and_strings_are_not_flagged(index, source):
     assert library_imports(source, index) == []
 
@@ -144,7 +162,9 @@ def test_verbatim_and_disguised_copies_are_flagged_with_what_they_copy(index, tm
     verbatim = _source_of(tmp_path / "attention.py", "masked_softmax")
     assert near_copies(verbatim, index) == [("course_utils.attention.masked_softmax", 1.0)]
     assert near_copies(RENAMED, index) == [("course_utils.attention.masked_softmax", 1.0)]
-    assert review_flags(_answer(RENAMED), index) == ["copy of course_utils.attention.masked_softmax (1.00)@softmax_answer"]
+    assert review_flags(_answer(RENAMED), index) == [
+        "copy of course_utils.attention.masked_softmax (1.00)@softmax_answer"
+    ]
     edited = RENAMED.replace("    _check_mask(m, s)\n", "    assert s.dim() >= 1\n")
     found = near_copies(edited, index)
     assert found and found[0][0] == "course_utils.attention.masked_softmax" and COPY_THRESHOLD <= found[0][1] < 1
@@ -154,16 +174,21 @@ def test_verbatim_and_disguised_copies_are_flagged_with_what_they_copy(index, tm
 
 def test_an_honest_answer_short_code_and_infrastructure_are_not_copies(index, tmp_path):
     assert near_copies(HONEST, index) == []
-    assert similarity(normalized_tokens(ast.parse(HONEST).body[0]),
-                      normalized_tokens(ast.parse(ATTENTION).body[3])) < COPY_THRESHOLD
+    assert (
+        similarity(normalized_tokens(ast.parse(HONEST).body[0]), normalized_tokens(ast.parse(ATTENTION).body[3]))
+        < COPY_THRESHOLD
+    )
     assert near_copies("def f(x):\n    return x.softmax(dim=-1)\n", index) == []  # under MIN_TOKENS
     assert near_copies(CHECKS, index) == []  # infrastructure is not indexed
     assert near_copies("def broken(:\n" + _source_of(tmp_path / "attention.py", "masked_softmax"), index) == []
 
 
 def test_only_answer_cells_are_reviewed(index):
-    parts = [Part(0, "setup", "setup", RENAMED + "import ctypes\nfrom course_utils.attention import masked_softmax"),
-             Part(1, "test", "t", RENAMED), Part(2, "written", "w", "import ctypes")]
+    parts = [
+        Part(0, "setup", "setup", RENAMED + "import ctypes\nfrom course_utils.attention import masked_softmax"),
+        Part(1, "test", "t", RENAMED),
+        Part(2, "written", "w", "import ctypes"),
+    ]
     assert review_flags(parts, index) == []
 
 

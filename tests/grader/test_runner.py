@@ -20,7 +20,7 @@ import grader
 from grader import sandbox
 from grader.sandbox import RUNNER, Limits, SandboxUnavailable, build_command
 
-PROBE = textwrap.dedent('''
+PROBE = textwrap.dedent("""
     import functools, importlib.util, json, math, sys, threading
     spec = importlib.util.spec_from_file_location("runner_under_test", sys.argv[1])
     runner = importlib.util.module_from_spec(spec)
@@ -72,23 +72,32 @@ PROBE = textwrap.dedent('''
     attempt("the end of that block", lambda: block.__exit__(None, None, None))
     results["a thread started inside forbid"] = seen
     print(json.dumps(results))
-''')
+""")
 
 
 @pytest.fixture(scope="module")
 def audit_results(tmp_path_factory) -> dict:
     script = tmp_path_factory.mktemp("runner") / "probe.py"
     script.write_text(PROBE)
-    done = subprocess.run([sys.executable, "-I", "-B", str(script), RUNNER], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    done = subprocess.run(
+        [sys.executable, "-I", "-B", str(script), RUNNER],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_student_code_cannot_set_or_clear_trace_and_profile_functions(audit_results):
-    for attempt in ("sys.setprofile from student code", "functools.partial(sys.setprofile)",
-                    "sys.settrace from student code", "code compiled under guard.py's name",
-                    "the same in guard's globals"):
+    for attempt in (
+        "sys.setprofile from student code",
+        "functools.partial(sys.setprofile)",
+        "sys.settrace from student code",
+        "code compiled under guard.py's name",
+        "the same in guard's globals",
+    ):
         assert audit_results[attempt] == "PermissionError", (attempt, audit_results)
 
 
@@ -129,8 +138,12 @@ def test_the_sandbox_binds_the_runner_file_and_no_other_grader_file(monkeypatch)
     package = os.path.dirname(os.path.realpath(grader.__file__))
     binds = [argv[i + 1] for i, a in enumerate(argv) if a in ("--ro-bind", "--ro-bind-try", "--bind")]
     assert os.path.realpath(RUNNER) in binds
-    exposed = [p for p in binds if p != os.path.realpath(RUNNER)
-               and (package == p or package.startswith(p + os.sep) or p.startswith(package + os.sep))]
+    exposed = [
+        p
+        for p in binds
+        if p != os.path.realpath(RUNNER)
+        and (package == p or package.startswith(p + os.sep) or p.startswith(package + os.sep))
+    ]
     assert not exposed, f"the sandbox exposes grader/ through {exposed}"
 
 

@@ -49,8 +49,14 @@ pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no gradi
 
 
 def _cell(kind: str, source: str, grade_id: str, *, solution=False, grade=False, locked=False, points=None):
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution,
-            "task": False}
+    meta = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": 3,
+        "solution": solution,
+        "task": False,
+    }
     if points is not None:
         meta["points"] = points
     make = nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell
@@ -69,10 +75,10 @@ WORDS = open("words.txt").read().split()  # a data file shipped with the exercis
 ANSWERS = {
     "add_answer": "def add(a, b):\n    ### BEGIN SOLUTION\n    return a + b\n    ### END SOLUTION",
     "softmax_answer": "def softmax(x):\n    # x (B, D) -> (B, D), rows sum to 1\n    ### BEGIN SOLUTION\n"
-                      "    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)\n"
-                      "    return e / e.sum(dim=-1, keepdim=True)\n    ### END SOLUTION",
+    "    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)\n"
+    "    return e / e.sum(dim=-1, keepdim=True)\n    ### END SOLUTION",
     "count_answer": "def count_words(text):\n    ### BEGIN SOLUTION\n    counts = {}\n    for word in text.split():\n"
-                    "        counts[word] = counts.get(word, 0) + 1\n    return counts\n    ### END SOLUTION",
+    "        counts[word] = counts.get(word, 0) + 1\n    return counts\n    ### END SOLUTION",
 }
 TESTS = {
     "add_test": """# Visible tests for add
@@ -118,15 +124,26 @@ GRADER_DIR = str(Path(grader.__file__).resolve().parent)  # where the grader liv
 
 
 def fixture_notebook():
-    cells = [_cell("markdown", "# Fixture unit for the attack catalog", "intro", locked=True),
-             _cell("code", SETUP, "setup", locked=True)]
+    cells = [
+        _cell("markdown", "# Fixture unit for the attack catalog", "intro", locked=True),
+        _cell("code", SETUP, "setup", locked=True),
+    ]
     for part in ("add", "softmax", "count"):
         cells.append(_cell("code", ANSWERS[f"{part}_answer"], f"{part}_answer", solution=True))
-        cells.append(_cell("code", TESTS[f"{part}_test"], f"{part}_test", grade=True, locked=True,
-                           points=POINTS[f"{part}_test"]))
+        cells.append(
+            _cell("code", TESTS[f"{part}_test"], f"{part}_test", grade=True, locked=True, points=POINTS[f"{part}_test"])
+        )
     cells.append(_cell("markdown", "Why does softmax subtract the maximum?", "why_question", locked=True))
-    cells.append(_cell("markdown", "### BEGIN SOLUTION\nFor numerical stability.\n### END SOLUTION", "why",
-                       solution=True, grade=True, points=1))
+    cells.append(
+        _cell(
+            "markdown",
+            "### BEGIN SOLUTION\nFor numerical stability.\n### END SOLUTION",
+            "why",
+            solution=True,
+            grade=True,
+            points=1,
+        )
+    )
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata.kernelspec = {"display_name": "Python 3", "language": "python", "name": "python3"}
     return nb
@@ -138,18 +155,29 @@ def _code(source: str) -> str:
 
 # Each attack: answer cells (on top of WRONG), expected honest scores (default 0), optional mutation.
 ATTACKS: dict[str, dict] = {
-    "eq_always_true": {"answers": {"add_answer": """class _Anything:
+    "eq_always_true": {
+        "answers": {
+            "add_answer": """class _Anything:
     def __eq__(self, other): return True
     def __ne__(self, other): return False
     def __bool__(self): return True
     def __float__(self): return 0.75
     def __sub__(self, other): return 0.0
     def __abs__(self): return 0.0
-def add(a, b): return _Anything()""", "softmax_answer": "def softmax(x): return _Anything()",
-        "count_answer": "def count_words(text): return _Anything()"}},
-    "ipython_input_transformer": {"answers": {
-        "add_answer": "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n" + WRONG["add_answer"]}},
-    "read_hidden_tests_from_disk": {"answers": {"add_answer": """import os, sqlite3
+def add(a, b): return _Anything()""",
+            "softmax_answer": "def softmax(x): return _Anything()",
+            "count_answer": "def count_words(text): return _Anything()",
+        }
+    },
+    "ipython_input_transformer": {
+        "answers": {
+            "add_answer": "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"
+            + WRONG["add_answer"]
+        }
+    },
+    "read_hidden_tests_from_disk": {
+        "answers": {
+            "add_answer": """import os, sqlite3
 _found = []
 for _path in [COURSE + '/solutions', COURSE + '/gradebook.db', COURSE + '/exercises', COURSE, '/job', '..', '/home',
               '/tmp', os.path.expanduser('~'), '/work']:
@@ -170,8 +198,12 @@ except Exception as _e:
 print(f'FOUND={len(_found)}')
 print('\\n'.join(_found))
 def add(a, b):
-    raise AssertionError('\\n'.join(_found)[:5000] or 'nothing found')"""}},
-    "leak_hidden_tests_via_frames": {"answers": {"softmax_answer": """import gc, sys
+    raise AssertionError('\\n'.join(_found)[:5000] or 'nothing found')"""
+        }
+    },
+    "leak_hidden_tests_via_frames": {
+        "answers": {
+            "softmax_answer": """import gc, sys
 def softmax(x):
     seen = []
     frame = sys._getframe(1)
@@ -184,22 +216,39 @@ def softmax(x):
             seen += [v for v in list(values) if isinstance(v, str) and 'HIDDEN ' + 'TESTS' in v]
     leaked = [s for s in seen if 'HIDDEN ' + 'TESTS' in s]
     print(f'LEAKED={len(leaked)}', *leaked)
-    raise AssertionError('\\n'.join(leaked + seen)[:20000])"""}},
-    "rewrite_gradebook_tests": {"answers": {"add_answer": """import sqlite3
+    raise AssertionError('\\n'.join(leaked + seen)[:20000])"""
+        }
+    },
+    "rewrite_gradebook_tests": {
+        "answers": {
+            "add_answer": """import sqlite3
 _db = sqlite3.connect(COURSE + '/gradebook.db')
 _db.execute("update source_cell set source = 'pass', checksum = 'x'")
 _db.execute("update grade_cells set max_score = 100")
 _db.commit()
-""" + WRONG["add_answer"]}},
-    "infinite_loop": {"answers": {"add_answer": CORRECT["add_answer"], "softmax_answer": "while True:\n    pass"},
-                      "expect": {"add_test": 2.0}},
-    "stubborn_infinite_loop": {"answers": {"add_answer": CORRECT["add_answer"], "softmax_answer": """while True:
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "infinite_loop": {
+        "answers": {"add_answer": CORRECT["add_answer"], "softmax_answer": "while True:\n    pass"},
+        "expect": {"add_test": 2.0},
+    },
+    "stubborn_infinite_loop": {
+        "answers": {
+            "add_answer": CORRECT["add_answer"],
+            "softmax_answer": """while True:
     try:
         while True:
             pass
     except BaseException:
-        pass"""}, "expect": {"add_test": 2.0}},
-    "memory_bomb": {"answers": {"add_answer": """import torch
+        pass""",
+        },
+        "expect": {"add_test": 2.0},
+    },
+    "memory_bomb": {
+        "answers": {
+            "add_answer": """import torch
 _chunks = []
 try:
     _huge = bytearray(1 << 40)
@@ -210,24 +259,46 @@ try:
 except RuntimeError:
     pass
 while True:
-    _chunks.append(bytearray(200 * 2**20))""", "softmax_answer": CORRECT["softmax_answer"]},
-                    "expect": {"softmax_test": 3.0}},
-    "fork_bomb": {"answers": {"add_answer": "import os\nwhile True:\n    os.fork()",
-                              "softmax_answer": CORRECT["softmax_answer"]}, "expect": {"softmax_test": 3.0}},
-    "fork_bomb_that_holds_on": {"answers": {"add_answer": """import os, time
+    _chunks.append(bytearray(200 * 2**20))""",
+            "softmax_answer": CORRECT["softmax_answer"],
+        },
+        "expect": {"softmax_test": 3.0},
+    },
+    "fork_bomb": {
+        "answers": {"add_answer": "import os\nwhile True:\n    os.fork()", "softmax_answer": CORRECT["softmax_answer"]},
+        "expect": {"softmax_test": 3.0},
+    },
+    "fork_bomb_that_holds_on": {
+        "answers": {
+            "add_answer": """import os, time
 while True:
     try:
         os.fork()
     except OSError:
-        time.sleep(0.05)""", "softmax_answer": CORRECT["softmax_answer"]}, "expect": {"softmax_test": 3.0}},
-    "os_exit": {"answers": {"add_answer": CORRECT["add_answer"], "softmax_answer": "import os\nos._exit(0)"},
-                "expect": {"add_test": 2.0}},
-    "sys_exit": {"answers": {"add_answer": CORRECT["add_answer"], "softmax_answer": "import sys\nsys.exit()",
-                             "count_answer": "import sys\ndef count_words(text):\n    sys.exit(0)"},
-                 "expect": {"add_test": 2.0}},
-    "segfault": {"answers": {"add_answer": CORRECT["add_answer"], "softmax_answer": "import ctypes\nctypes.string_at(0)"},
-                 "expect": {"add_test": 2.0}},
-    "network": {"answers": {"add_answer": """import socket, urllib.request
+        time.sleep(0.05)""",
+            "softmax_answer": CORRECT["softmax_answer"],
+        },
+        "expect": {"softmax_test": 3.0},
+    },
+    "os_exit": {
+        "answers": {"add_answer": CORRECT["add_answer"], "softmax_answer": "import os\nos._exit(0)"},
+        "expect": {"add_test": 2.0},
+    },
+    "sys_exit": {
+        "answers": {
+            "add_answer": CORRECT["add_answer"],
+            "softmax_answer": "import sys\nsys.exit()",
+            "count_answer": "import sys\ndef count_words(text):\n    sys.exit(0)",
+        },
+        "expect": {"add_test": 2.0},
+    },
+    "segfault": {
+        "answers": {"add_answer": CORRECT["add_answer"], "softmax_answer": "import ctypes\nctypes.string_at(0)"},
+        "expect": {"add_test": 2.0},
+    },
+    "network": {
+        "answers": {
+            "add_answer": """import socket, urllib.request
 for _host in ('127.0.0.1', HOST_IP):
     try:
         socket.create_connection((_host, PORT), timeout=2).sendall(b'pwned')
@@ -239,8 +310,13 @@ try:
     print('RESOLVED')
 except OSError:
     pass
-""" + WRONG["add_answer"]}},
-    "write_outside_its_folder": {"answers": {"add_answer": """import os
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "write_outside_its_folder": {
+        "answers": {
+            "add_answer": """import os
 for _path in [COURSE + '/solutions/99_fixture/pwned-TOKEN', COURSE + '/pwned-TOKEN', COURSE + '/exercises/pwned-TOKEN',
               os.path.expanduser('~/pwned-TOKEN'), '/root/pwned-TOKEN', '/tmp/pwned-TOKEN', '../pwned-TOKEN',
               HOME + '/pwned-TOKEN']:
@@ -256,35 +332,58 @@ for _path in [COURSE + '/gradebook.db', COURSE + '/solutions/99_fixture/99_fixtu
             _fh.write('pwned')
     except OSError:
         pass
-""" + WRONG["add_answer"]}},
+"""
+            + WRONG["add_answer"]
+        }
+    },
     "cells_deleted": {"mutate": "delete_tests"},
-    "cells_reordered_and_tests_deleted": {"answers": CORRECT, "mutate": "reorder",
-                                          "expect": dict(POINTS)},
+    "cells_reordered_and_tests_deleted": {"answers": CORRECT, "mutate": "reorder", "expect": dict(POINTS)},
     "cells_renamed": {"answers": {"add_answer": CORRECT["add_answer"]}, "mutate": "rename"},
     "metadata_changed": {"mutate": "metadata"},
-    "patch_torch_testing": {"answers": {"add_answer": """import torch
+    "patch_torch_testing": {
+        "answers": {
+            "add_answer": """import torch
 torch.testing.assert_close = lambda *a, **k: None
 torch.allclose = lambda *a, **k: True
 torch.equal = lambda *a, **k: True
 torch.softmax = lambda x, dim=-1: x / x.sum(dim=-1, keepdim=True)
 import torch.testing._comparison as _comparison
 _comparison.not_close_error_metas = lambda *a, **k: []
-""" + WRONG["add_answer"]}},
-    "patch_numpy_testing": {"answers": {"add_answer": "import numpy as np\n"
-                                        "np.testing.assert_allclose = lambda *a, **k: None\n" + WRONG["add_answer"]}},
-    "patch_math_isclose_and_sys_modules": {"answers": {"add_answer": """import math, sys, types
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "patch_numpy_testing": {
+        "answers": {
+            "add_answer": "import numpy as np\n"
+            "np.testing.assert_allclose = lambda *a, **k: None\n" + WRONG["add_answer"]
+        }
+    },
+    "patch_math_isclose_and_sys_modules": {
+        "answers": {
+            "add_answer": """import math, sys, types
 math.isclose = lambda *a, **k: True
 _fake = types.ModuleType('math')
 _fake.isclose = lambda *a, **k: True
 sys.modules['math'] = _fake
-""" + WRONG["add_answer"]}},
-    "patch_builtins": {"answers": {"add_answer": """import builtins
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "patch_builtins": {
+        "answers": {
+            "add_answer": """import builtins
 builtins.isinstance = lambda *a: True
 builtins.abs = lambda x: 0
 builtins.all = lambda it: True
 globals()['__builtins__'] = dict(vars(builtins), isinstance=lambda *a: True, abs=lambda x: 0, all=lambda it: True)
-""" + WRONG["add_answer"]}},
-    "patch_checks": {"answers": {"add_answer": """import course_utils.checks as _checks
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "patch_checks": {
+        "answers": {
+            "add_answer": """import course_utils.checks as _checks
 _checks.check_equal = _checks.check_close = _checks.check_type = lambda *a, **k: None
 check_equal = check_close = check_type = lambda *a, **k: None
 for _name in ('check_equal', 'check_close', 'check_type'):
@@ -293,13 +392,23 @@ for _name in ('check_equal', 'check_close', 'check_type'):
             setattr(getattr(_checks, _name), _attr, _value)
         except Exception as _e:
             print('blocked:', _name, _attr, type(_e).__name__)
-""" + WRONG["add_answer"]}},
-    "patch_tensor_class": {"answers": {"add_answer": """import torch
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "patch_tensor_class": {
+        "answers": {
+            "add_answer": """import torch
 torch.Tensor.__eq__ = lambda self, other: True
 torch.Tensor.any = lambda self, *a, **k: torch.tensor(False)
 torch.Tensor.softmax = lambda self, dim=-1: self / self.sum(dim=dim, keepdim=True)
-""" + WRONG["add_answer"]}},
-    "patch_during_the_test": {"answers": {"softmax_answer": """def softmax(x):
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "patch_during_the_test": {
+        "answers": {
+            "softmax_answer": """def softmax(x):
     import math, numpy, torch, builtins
     if x.dtype == torch.float32:  # right on the visible test, wrong on the hidden ones
         return torch.exp(x) / torch.exp(x).sum(dim=-1, keepdim=True)
@@ -308,8 +417,12 @@ torch.Tensor.softmax = lambda self, dim=-1: self / self.sum(dim=dim, keepdim=Tru
     torch.allclose = torch.equal = lambda *a, **k: True
     math.isclose = lambda *a, **k: True
     builtins.all = lambda it: True
-    return x / x.sum(dim=-1, keepdim=True)"""}},
-    "trace_function_swaps_results": {"answers": {"softmax_answer": """import sys
+    return x / x.sum(dim=-1, keepdim=True)"""
+        }
+    },
+    "trace_function_swaps_results": {
+        "answers": {
+            "softmax_answer": """import sys
 def _tracer(frame, event, arg):
     if frame.f_code.co_filename.startswith('<test'):
         g = frame.f_globals
@@ -323,16 +436,25 @@ def softmax(x):
         return torch.exp(x) / torch.exp(x).sum(dim=-1, keepdim=True)
     sys.settrace(_tracer)
     sys._getframe(1).f_trace = _tracer
-    return x / x.sum(dim=-1, keepdim=True)"""}},
-    "background_thread_repatches": {"answers": {"add_answer": """import threading, time, math, torch
+    return x / x.sum(dim=-1, keepdim=True)"""
+        }
+    },
+    "background_thread_repatches": {
+        "answers": {
+            "add_answer": """import threading, time, math, torch
 def _loop():
     while True:
         math.isclose = lambda *a, **k: True
         torch.testing.assert_close = lambda *a, **k: None
         time.sleep(0.001)
 threading.Thread(target=_loop, daemon=True).start()
-""" + WRONG["add_answer"]}},
-    "torch_function_mode": {"answers": {"add_answer": """import torch
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "torch_function_mode": {
+        "answers": {
+            "add_answer": """import torch
 from torch.overrides import TorchFunctionMode
 class _Agree(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -340,27 +462,56 @@ class _Agree(TorchFunctionMode):
             return True
         return func(*args, **(kwargs or {}))
 _Agree().__enter__()
-""" + WRONG["add_answer"]}},
-    "gc_callback_and_signal_timer": {"answers": {"add_answer": """import gc, math, signal
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "gc_callback_and_signal_timer": {
+        "answers": {
+            "add_answer": """import gc, math, signal
 def _patch(*args):
     math.isclose = lambda *a, **k: True
 gc.callbacks.append(_patch)
 signal.signal(signal.SIGPROF, _patch)
 signal.setitimer(signal.ITIMER_PROF, 0.01, 0.01)
-""" + WRONG["add_answer"]}},
-    "code_swap_and_audit_hook": {"answers": {"add_answer": """import sys
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "code_swap_and_audit_hook": {
+        "answers": {
+            "add_answer": """import sys
 try:
     sys.addaudithook(lambda event, args: None)
 except Exception as _e:
     print('audit hook refused:', type(_e).__name__)
-""" + WRONG["add_answer"]}},
-    "clear_profile_hook": {"answers": dict(CORRECT, softmax_answer="import sys\n" + CORRECT["softmax_answer"].replace(
-        "def softmax(x):\n", "def softmax(x):\n    sys.setprofile(None)  # the call guard's hook\n")),
-        "expect": {"add_test": 2.0, "count_test": 2.0}},
-    "clear_profile_hook_via_partial": {"answers": dict(CORRECT, softmax_answer="import functools, sys\n"
-        + CORRECT["softmax_answer"].replace("def softmax(x):\n", "def softmax(x):\n    functools.partial(sys.setprofile, None)()\n")),
-        "expect": {"add_test": 2.0, "count_test": 2.0}},
-    "read_the_grader": {"answers": {"add_answer": """import importlib, os, sys
+"""
+            + WRONG["add_answer"]
+        }
+    },
+    "clear_profile_hook": {
+        "answers": dict(
+            CORRECT,
+            softmax_answer="import sys\n"
+            + CORRECT["softmax_answer"].replace(
+                "def softmax(x):\n", "def softmax(x):\n    sys.setprofile(None)  # the call guard's hook\n"
+            ),
+        ),
+        "expect": {"add_test": 2.0, "count_test": 2.0},
+    },
+    "clear_profile_hook_via_partial": {
+        "answers": dict(
+            CORRECT,
+            softmax_answer="import functools, sys\n"
+            + CORRECT["softmax_answer"].replace(
+                "def softmax(x):\n", "def softmax(x):\n    functools.partial(sys.setprofile, None)()\n"
+            ),
+        ),
+        "expect": {"add_test": 2.0, "count_test": 2.0},
+    },
+    "read_the_grader": {
+        "answers": {
+            "add_answer": """import importlib, os, sys
 _seen = []
 for _name in ('grader', 'grader.review', 'grader.plan', 'grader.sandbox', 'grader.cli'):
     try:
@@ -378,7 +529,10 @@ for _dir in [GRADER_DIR, '/grader'] + [os.path.join(_p, 'grader') for _p in sys.
             pass
 print(f'GRADER_SEEN={len(_seen)}', _seen)
 print('RUNNER_DIR=' + repr(sorted(os.listdir('/grader'))))
-""".replace("GRADER_DIR", repr(GRADER_DIR)) + WRONG["add_answer"]}},
+""".replace("GRADER_DIR", repr(GRADER_DIR))
+            + WRONG["add_answer"]
+        }
+    },
 }
 BASELINE = {"solution": {"answers": CORRECT, "expect": dict(POINTS)}, "wrong": {}, "blank": {"blank": True}}
 
@@ -429,15 +583,23 @@ def _tree_hash(path: Path) -> str:
 def _gradebook_tests(course: Path) -> list:
     with sqlite3.connect(course / "gradebook.db") as db:
         cells = db.execute("select name, source, checksum from source_cell order by name").fetchall()
-        grades = db.execute("select b.name, g.max_score from grade_cells g join base_cell b on g.id = b.id "
-                            "order by b.name").fetchall()
+        grades = db.execute(
+            "select b.name, g.max_score from grade_cells g join base_cell b on g.id = b.id order by b.name"
+        ).fetchall()
     return cells + grades
 
 
 def _nbgrader(course: Path, *args: str) -> None:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # nbgrader runs alembic
-    subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=ERROR"], cwd=course, check=True,
-                   capture_output=True, env=env)
+    env = dict(
+        os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    )  # nbgrader runs alembic
+    subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args, "--log-level=ERROR"],
+        cwd=course,
+        check=True,
+        capture_output=True,
+        env=env,
+    )
 
 
 class _Listener:
@@ -489,14 +651,23 @@ def graded(tmp_path_factory):
         nb = _submission(release, spec, context if name in ATTACKS else {})
         (inbox / f"{name}.ipynb").write_text(json.dumps(nb))
     import_submissions(course, UNIT, inbox)
-    before = {"solutions": _tree_hash(course / "solutions"), "exercises": _tree_hash(course / "exercises"),
-              "gradebook": _gradebook_tests(course)}
+    before = {
+        "solutions": _tree_hash(course / "solutions"),
+        "exercises": _tree_hash(course / "exercises"),
+        "gradebook": _gradebook_tests(course),
+    }
     results = autograde(course, [UNIT], workers=2, limits=LIMITS, log=lambda line: None)
     regraded = autograde(course, [UNIT], ["wrong"], workers=1, limits=LIMITS, log=lambda line: None)
     leaked = feedback(course, [UNIT])
     listener.close()
-    yield {"course": course, "results": {r.student: r for r in results}, "regraded": regraded, "leaked": leaked,
-           "before": before, "accepted": listener.accepted}
+    yield {
+        "course": course,
+        "results": {r.student: r for r in results},
+        "regraded": regraded,
+        "leaked": leaked,
+        "before": before,
+        "accepted": listener.accepted,
+    }
 
 
 def _scores(course: Path, student: str) -> dict[str, tuple[float, float]]:
@@ -504,8 +675,12 @@ def _scores(course: Path, student: str) -> dict[str, tuple[float, float]]:
 
     with Gradebook(load_course(course).db_url) as gb:
         submission = gb.find_submission(UNIT, student)
-        return {g.name: (g.auto_score, g.max_score) for nb in submission.notebooks for g in nb.grades
-                if g.cell_type == "code"}
+        return {
+            g.name: (g.auto_score, g.max_score)
+            for nb in submission.notebooks
+            for g in nb.grades
+            if g.cell_type == "code"
+        }
 
 
 def _feedback_text(course: Path, student: str) -> str:
@@ -559,8 +734,11 @@ def test_nothing_outside_the_sandbox_changed(graded):
     assert _tree_hash(course / "solutions") == before["solutions"], "solutions/ changed"
     assert _tree_hash(course / "exercises") == before["exercises"], "exercises/ changed"
     assert _gradebook_tests(course) == before["gradebook"], "the gradebook's tests, checksums or points changed"
-    found = [p for p in [course, course / "solutions" / UNIT, Path.home(), Path("/tmp"), Path("/root")]
-             if p.is_dir() and list(p.glob(f"pwned-{TOKEN}"))]
+    found = [
+        p
+        for p in [course, course / "solutions" / UNIT, Path.home(), Path("/tmp"), Path("/root")]
+        if p.is_dir() and list(p.glob(f"pwned-{TOKEN}"))
+    ]
     assert not found, f"an attack wrote into {found}"
     assert not graded["accepted"], "a submission reached the network"
 

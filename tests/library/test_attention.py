@@ -7,14 +7,22 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.attention import (AdditiveAttention, BahdanauSeq2Seq, MultiHeadAttention, causal_mask,
-                                    masked_softmax, merge_heads, scaled_dot_product_attention, split_heads)
+from course_utils.attention import (
+    AdditiveAttention,
+    BahdanauSeq2Seq,
+    MultiHeadAttention,
+    causal_mask,
+    masked_softmax,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 from course_utils.data import date_pairs
 from course_utils.seq2seq import Seq2SeqData, seq2seq_loss
 from course_utils.text import PAD_ID
 
-
 # --------------------------------------------------------------------------- masked softmax
+
 
 def test_masked_softmax_matches_brute_force_and_zeroes_masked_keys():
     torch.manual_seed(0)
@@ -54,6 +62,7 @@ def test_masked_softmax_rejects_bad_masks():
 
 # --------------------------------------------------------------------------- scaled dot-product attention
 
+
 @pytest.mark.parametrize("masked", [False, True])
 def test_sdpa_matches_torch(masked):
     torch.manual_seed(1)
@@ -66,8 +75,12 @@ def test_sdpa_matches_torch(masked):
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
     assert weights.shape == (2, 3, 5, 7)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
-    torch.testing.assert_close(weights, (q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill(
-        ~mask if masked else torch.zeros(1, dtype=torch.bool), float("-inf")).softmax(-1))
+    torch.testing.assert_close(
+        weights,
+        (q @ k.transpose(-2, -1) / math.sqrt(8))
+        .masked_fill(~mask if masked else torch.zeros(1, dtype=torch.bool), float("-inf"))
+        .softmax(-1),
+    )
 
 
 def test_sdpa_padding_mask_and_causal_mask_match_torch():
@@ -83,7 +96,7 @@ def test_sdpa_padding_mask_and_causal_mask_match_torch():
 
 
 def test_query_equal_to_a_key_returns_its_value():
-    keys = 10 * torch.eye(4)[None]       # (1, 4, 4): orthogonal, long keys
+    keys = 10 * torch.eye(4)[None]  # (1, 4, 4): orthogonal, long keys
     values = torch.arange(12.0).view(1, 4, 3)
     out, weights = scaled_dot_product_attention(keys[:, 2:3], keys, values)
     torch.testing.assert_close(out[0, 0], values[0, 2], atol=1e-6, rtol=0)
@@ -97,6 +110,7 @@ def test_sdpa_and_causal_mask_reject_bad_input():
 
 
 # --------------------------------------------------------------------------- heads and multi-head attention
+
 
 def test_split_and_merge_heads():
     x = torch.arange(2 * 3 * 6.0).view(2, 3, 6)
@@ -136,6 +150,7 @@ def test_multi_head_attention_rejects_bad_widths():
 
 # --------------------------------------------------------------------------- additive attention
 
+
 def test_additive_attention_matches_a_loop():
     torch.manual_seed(4)
     attn = AdditiveAttention(query_size=3, key_size=5, hidden_size=7).double()
@@ -153,6 +168,7 @@ def test_additive_attention_matches_a_loop():
 
 
 # --------------------------------------------------------------------------- Bahdanau seq2seq
+
 
 def _tiny_model(seed=0):
     torch.manual_seed(seed)
@@ -177,8 +193,9 @@ def test_bahdanau_ignores_padding_and_is_causal():
     src = torch.tensor([[4, 5, 6]])
     tgt_in = torch.tensor([[2, 4, 5, 6]])
     alone = model(src, torch.tensor([3]), tgt_in)
-    padded = model(torch.tensor([[4, 5, 6, PAD_ID, PAD_ID], [8, 8, 8, 8, 8]]), torch.tensor([3, 5]),
-                   torch.cat([tgt_in, tgt_in]))
+    padded = model(
+        torch.tensor([[4, 5, 6, PAD_ID, PAD_ID], [8, 8, 8, 8, 8]]), torch.tensor([3, 5]), torch.cat([tgt_in, tgt_in])
+    )
     torch.testing.assert_close(padded[:1], alone)
     prefix = model(src, torch.tensor([3]), tgt_in[:, :2])  # step t sees tokens 0..t only
     torch.testing.assert_close(prefix, alone[:, :2])

@@ -50,7 +50,15 @@ def test_clipping_takes_the_max_over_references_not_the_sum():
 
 @pytest.mark.parametrize(
     "c, r, expected",
-    [(10, 5, 1.0), (5, 5, 1.0), (3, 6, math.exp(-1)), (1, 4, math.exp(-3)), (0, 3, 0.0), (0, 0, 1.0), (9, 10, math.exp(1 - 10 / 9))],
+    [
+        (10, 5, 1.0),
+        (5, 5, 1.0),
+        (3, 6, math.exp(-1)),
+        (1, 4, math.exp(-3)),
+        (0, 3, 0.0),
+        (0, 0, 1.0),
+        (9, 10, math.exp(1 - 10 / 9)),
+    ],
 )
 def test_brevity_penalty_values(c, r, expected):
     assert brevity_penalty(c, r) == pytest.approx(expected, rel=1e-15)

@@ -83,8 +83,11 @@ def test_read_text_and_pairs(tmp_path):
 def test_read_pairs_tatoeba_export(tmp_path):
     # The standard Tatoeba / ManyThings export: English, French, attribution.
     tatoeba = tmp_path / "fra.txt"
-    tatoeba.write_text("Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM)\n"
-                       "Hi.\tSalut !\tCC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM)\n", encoding="utf-8")
+    tatoeba.write_text(
+        "Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM)\n"
+        "Hi.\tSalut !\tCC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM)\n",
+        encoding="utf-8",
+    )
     assert data.read_pairs(tatoeba) == [("Go.", "Va !"), ("Hi.", "Salut !")]
     assert data.read_pairs(tatoeba, columns=(1, 0)) == [("Va !", "Go."), ("Salut !", "Hi.")]
     short = tmp_path / "short.txt"

@@ -5,8 +5,17 @@ import itertools
 import pytest
 import torch
 
-from course_utils.decoding import (IGNORE_INDEX, apply_temperature, beam_decode, beam_search, mlm_mask,
-                                   next_token_targets, sample_next, top_k_filter, top_p_filter)
+from course_utils.decoding import (
+    IGNORE_INDEX,
+    apply_temperature,
+    beam_decode,
+    beam_search,
+    mlm_mask,
+    next_token_targets,
+    sample_next,
+    top_k_filter,
+    top_p_filter,
+)
 from course_utils.seq2seq import greedy_decode
 from course_utils.text import BOS_ID, EOS_ID
 from course_utils.transformer import TransformerSeq2Seq
@@ -26,6 +35,7 @@ def table_lm(seed, vocab_size=V, sharpness=2.0):
 
     def log_prob_fn(prefixes):
         return torch.stack([next_log_probs(tuple(row)) for row in prefixes.tolist()])
+
     return next_log_probs, log_prob_fn
 
 
@@ -37,7 +47,7 @@ def brute_force(next_log_probs, max_len, length_penalty):
             if EOS in seq[:-1] or (n < max_len and seq[-1] != EOS):
                 continue
             lp = sum(next_log_probs((BOS,) + seq[:t])[tok].item() for t, tok in enumerate(seq))
-            score = lp / n ** length_penalty
+            score = lp / n**length_penalty
             if best is None or score > best[1]:
                 best = (list(seq), score)
     return best
@@ -47,8 +57,7 @@ def brute_force(next_log_probs, max_len, length_penalty):
 def test_exhaustive_beam_search_equals_brute_force(seed, length_penalty):
     next_log_probs, fn = table_lm(seed)
     max_len = 4
-    hyps = beam_search(fn, beam_size=V ** max_len, max_len=max_len, bos_id=BOS, eos_id=EOS,
-                       length_penalty=length_penalty)
+    hyps = beam_search(fn, beam_size=V**max_len, max_len=max_len, bos_id=BOS, eos_id=EOS, length_penalty=length_penalty)
     tokens, score = brute_force(next_log_probs, max_len, length_penalty)
     assert hyps[0].tokens == tokens and hyps[0].score == pytest.approx(score, abs=1e-9)
     assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
@@ -75,6 +84,7 @@ def test_finished_hypotheses_are_kept_while_others_continue():
         for row in prefixes.tolist():
             rows.append([0.0, 0.4, 0.6, 0.0] if len(row) == 1 else [0.0, 0.5, 0.25, 0.25])
         return torch.tensor(rows, dtype=torch.float64).clamp_min(1e-30).log()
+
     hyps = beam_search(fn, beam_size=2, max_len=5, bos_id=BOS, eos_id=EOS)
     assert hyps[0].tokens == [EOS] and hyps[0].log_prob == pytest.approx(torch.tensor(0.4).log().item())
     assert all(h.tokens[-1] == EOS or len(h.tokens) == 5 for h in hyps)
@@ -93,6 +103,7 @@ def test_beam_decode_with_beam_one_equals_greedy_decode():
 
 
 # --------------------------------------------------------------------------- sampling
+
 
 def test_temperature_scales_logits_and_rejects_zero():
     logits = torch.tensor([[1.0, 2.0, 4.0]])
@@ -140,6 +151,7 @@ def test_sample_next_follows_the_filtered_distribution():
 
 
 # --------------------------------------------------------------------------- objectives
+
 
 def test_mlm_mask_selects_15_percent_and_splits_80_10_10():
     g = torch.Generator().manual_seed(0)

@@ -15,12 +15,12 @@ matplotlib.use("Agg")
 
 from course_utils import checks, get_device, seed_everything  # noqa: E402
 from course_utils.device import describe, native_bf16  # noqa: E402
-from course_utils.progress import progress, summary_line  # noqa: E402
 from course_utils.plotting import plot_heatmap, plot_history  # noqa: E402
+from course_utils.progress import progress, summary_line  # noqa: E402
 from course_utils.training import History, evaluate_loss, fit, to_device  # noqa: E402
 
-
 # ----------------------------------------------------------------------------- device
+
 
 def test_get_device_prefers_cuda_when_present_else_cpu(monkeypatch):
     monkeypatch.delenv("COURSE_DEVICE", raising=False)
@@ -49,14 +49,15 @@ def test_native_bf16_follows_the_hardware(monkeypatch):
     assert native_bf16("meta") is False
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     monkeypatch.setattr(device_module, "_cpu_flags", lambda: {"avx512_bf16", "amx_bf16"})
-    assert native_bf16("cpu") is False          # AVX2 kernels (an AVX2 CPU, or ATEN_CPU_CAPABILITY=avx2)
+    assert native_bf16("cpu") is False  # AVX2 kernels (an AVX2 CPU, or ATEN_CPU_CAPABILITY=avx2)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     assert native_bf16("cpu") is True
     monkeypatch.setattr(device_module, "_cpu_flags", lambda: {"avx512f", "avx512bw"})
-    assert native_bf16("cpu") is False          # AVX-512 without BF16: emulated
+    assert native_bf16("cpu") is False  # AVX-512 without BF16: emulated
 
 
 # ----------------------------------------------------------------------------- progress bars
+
 
 def test_progress_outside_a_notebook_is_a_text_bar_that_counts():
     seen = list(progress(range(5), desc="counting", unit="step"))
@@ -74,11 +75,19 @@ def test_progress_in_a_notebook_leaves_one_line_and_no_widget(tmp_path):
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(
-        "from course_utils.progress import progress\n"
-        "for _ in progress(range(4), desc='epoch', unit='step'):\n    pass\nprint('after')")]
-    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "from course_utils.progress import progress\n"
+            "for _ in progress(range(4), desc='epoch', unit='step'):\n    pass\nprint('after')"
+        )
+    ]
+    NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        store_widget_state=False,
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
     outputs = nb.cells[0].outputs
     texts = [o.get("data", {}).get("text/plain", o.get("text", "")) for o in outputs]
     assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), outputs
@@ -87,6 +96,7 @@ def test_progress_in_a_notebook_leaves_one_line_and_no_widget(tmp_path):
 
 
 # ----------------------------------------------------------------------------- seeding
+
 
 def test_seed_everything_repeats_all_generators():
     gen = seed_everything(123)
@@ -104,6 +114,7 @@ def test_seed_everything_rejects_bad_seeds(bad):
 
 
 # ----------------------------------------------------------------------------- checks
+
 
 def test_check_type_is_strict():
     class FakeTensor(torch.Tensor):
@@ -166,13 +177,16 @@ class _Yes(str):
     __hash__ = str.__hash__
 
 
-@pytest.mark.parametrize("actual, expected, where", [
-    ([_Yes("x"), "b"], ["a", "b"], r"ids\[0\]: expected type str, got _Yes"),
-    ((1, [2, _Yes("y")]), (1, [2, "z"]), r"ids\[1\]\[1\]: expected type str, got _Yes"),
-    ({"a": _Yes("q")}, {"a": "b"}, r"ids\['a'\]: expected type str, got _Yes"),
-    ({_Yes("k"): 1}, {"a": 1}, r"ids key 'k': expected type str, got _Yes"),
-    ({_Yes("s")}, {"t"}, r"ids element: expected type str, got _Yes"),
-])
+@pytest.mark.parametrize(
+    "actual, expected, where",
+    [
+        ([_Yes("x"), "b"], ["a", "b"], r"ids\[0\]: expected type str, got _Yes"),
+        ((1, [2, _Yes("y")]), (1, [2, "z"]), r"ids\[1\]\[1\]: expected type str, got _Yes"),
+        ({"a": _Yes("q")}, {"a": "b"}, r"ids\['a'\]: expected type str, got _Yes"),
+        ({_Yes("k"): 1}, {"a": 1}, r"ids key 'k': expected type str, got _Yes"),
+        ({_Yes("s")}, {"t"}, r"ids element: expected type str, got _Yes"),
+    ],
+)
 def test_check_equal_checks_types_inside_containers(actual, expected, where):
     with pytest.raises(AssertionError, match=where):
         checks.check_equal(actual, expected, "ids")
@@ -187,6 +201,7 @@ def test_check_sums_to_one_names_the_row():
 
 
 # ----------------------------------------------------------------------------- training
+
 
 def _regression_data(n=64):
     gen = torch.Generator().manual_seed(0)
@@ -231,6 +246,7 @@ def test_to_device_handles_nested_batches():
 
 
 # ----------------------------------------------------------------------------- plotting
+
 
 def test_plot_history_draws_curves():
     history = History(step_loss=[3.0, 2.0, 1.5, 1.0], train_loss=[2.5, 1.25], val_loss=[2.0, 1.1])

@@ -4,9 +4,22 @@ import pytest
 import torch
 import torch.nn as nn
 
-from course_utils.gated import (ADDING_TRIVIAL_MSE, BagOfEmbeddings, ClassifierConfig, LastStepRegressor,
-                                SequenceClassifier, adding_problem, count_parameters, gru_cell,
-                                gru_cell_textbook, lengths_to_mask, lstm_cell, masked_pool, run_gru, run_lstm)
+from course_utils.gated import (
+    ADDING_TRIVIAL_MSE,
+    BagOfEmbeddings,
+    ClassifierConfig,
+    LastStepRegressor,
+    SequenceClassifier,
+    adding_problem,
+    count_parameters,
+    gru_cell,
+    gru_cell_textbook,
+    lengths_to_mask,
+    lstm_cell,
+    masked_pool,
+    run_gru,
+    run_lstm,
+)
 
 
 def _weights(cell):
@@ -147,7 +160,7 @@ def test_lstm_learns_the_adding_problem_quickly():
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     x, y = adding_problem(64 * 500, 30, seed=1)
     for step in range(500):
-        loss = ((model(x[step * 64:(step + 1) * 64]) - y[step * 64:(step + 1) * 64]) ** 2).mean()
+        loss = ((model(x[step * 64 : (step + 1) * 64]) - y[step * 64 : (step + 1) * 64]) ** 2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -164,13 +177,21 @@ def test_parameter_counts():
     assert count_parameters(nn.GRU(D, H)) == 3 * rnn
 
 
-@pytest.mark.parametrize("cell, bidirectional, pooling, layers",
-                         [("lstm", False, "last", 1), ("gru", True, "last", 2), ("rnn", True, "max", 1),
-                          ("lstm", True, "mean", 2)])
+@pytest.mark.parametrize(
+    "cell, bidirectional, pooling, layers",
+    [("lstm", False, "last", 1), ("gru", True, "last", 2), ("rnn", True, "max", 1), ("lstm", True, "mean", 2)],
+)
 def test_classifier_ignores_padding(cell, bidirectional, pooling, layers):
     torch.manual_seed(6)
-    cfg = ClassifierConfig(vocab_size=20, cell=cell, bidirectional=bidirectional, pooling=pooling,
-                           num_layers=layers, d_model=8, hidden_size=6)
+    cfg = ClassifierConfig(
+        vocab_size=20,
+        cell=cell,
+        bidirectional=bidirectional,
+        pooling=pooling,
+        num_layers=layers,
+        d_model=8,
+        hidden_size=6,
+    )
     model = SequenceClassifier(cfg).eval()
     seq = torch.randint(1, 20, (1, 5))
     alone = model(seq, torch.tensor([5]))

@@ -25,7 +25,7 @@ def test_shapes_and_causality(options):
     logits = model(idx)
     assert logits.shape == (3, 10, 11)
     changed = idx.clone()
-    changed[:, 6:] = (changed[:, 6:] + 1) % 11      # alter the future of position 5
+    changed[:, 6:] = (changed[:, 6:] + 1) % 11  # alter the future of position 5
     assert torch.allclose(model(changed)[:, :6], logits[:, :6], atol=1e-6)
     assert not torch.allclose(model(changed)[:, 6:], logits[:, 6:])
 
@@ -55,19 +55,23 @@ def test_unit07_switches_geglu_alibi_rezero_and_default_init():
     from course_utils.taming import alibi_bias
 
     small = dict(vocab_size=10, d_model=96, num_layers=2)
-    assert GPT(GPTConfig(ffn="geglu", **small)).num_parameters() == GPT(GPTConfig(ffn="swiglu", **small)).num_parameters()
+    assert (
+        GPT(GPTConfig(ffn="geglu", **small)).num_parameters() == GPT(GPTConfig(ffn="swiglu", **small)).num_parameters()
+    )
     alibi = GPT(GPTConfig(vocab_size=10, block_size=12, num_heads=4, d_model=16, position="alibi"))
     assert alibi.pos_emb is None and torch.equal(alibi.alibi, alibi_bias(4, 12))
     torch.manual_seed(0)
-    rezero = GPT(GPTConfig(vocab_size=10, block_size=8, num_layers=3, num_heads=2, d_model=16, residual="rezero")).eval()
+    rezero = GPT(
+        GPTConfig(vocab_size=10, block_size=8, num_layers=3, num_heads=2, d_model=16, residual="rezero")
+    ).eval()
     idx = torch.randint(0, 10, (2, 8))
     embedded = rezero.tok_emb(idx) + rezero.pos_emb(torch.arange(8))
-    assert torch.allclose(rezero(idx), rezero.head(rezero.norm_f(embedded)), atol=1e-6)   # blocks start as identity
+    assert torch.allclose(rezero(idx), rezero.head(rezero.norm_f(embedded)), atol=1e-6)  # blocks start as identity
     assert not any(isinstance(m, torch.nn.LayerNorm) for m in rezero.blocks.modules())
     torch.manual_seed(0)
     default = GPT(GPTConfig(vocab_size=64, block_size=8, num_layers=2, num_heads=4, d_model=256, init="default"))
-    assert abs(default.tok_emb.weight.std().item() - 1.0) < 0.05                     # nn.Embedding's N(0, 1)
-    bound = 1 / math.sqrt(256)                                                          # nn.Linear's U(-1/sqrt(fan_in), ..)
+    assert abs(default.tok_emb.weight.std().item() - 1.0) < 0.05  # nn.Embedding's N(0, 1)
+    bound = 1 / math.sqrt(256)  # nn.Linear's U(-1/sqrt(fan_in), ..)
     assert default.blocks[0].attn.proj.weight.abs().max().item() <= bound
     assert default.blocks[0].attn.proj.weight.std().item() > 0.5 * bound / math.sqrt(3)
     with pytest.raises(ValueError, match="residual"):
@@ -113,8 +117,9 @@ def test_generate_is_greedy_at_temperature_zero_and_crops_context():
     assert out.shape == (2, 7)
     expected = model(out[:, 2:6])[:, -1].argmax(-1)
     assert torch.equal(out[:, 6], expected)
-    sampled = generate(model, torch.zeros(1, 1, dtype=torch.long), 5, top_k=1,
-                       generator=torch.Generator().manual_seed(0))
+    sampled = generate(
+        model, torch.zeros(1, 1, dtype=torch.long), 5, top_k=1, generator=torch.Generator().manual_seed(0)
+    )
     assert torch.equal(sampled, generate(model, torch.zeros(1, 1, dtype=torch.long), 5, temperature=0))
 
 

@@ -68,34 +68,60 @@ SHORTCUTS = {
     "alias taken earlier": (lambda: _wrapped(S), [attention.masked_softmax], "masked_softmax"),
     "exception caught by the student": (_caught, [attention.masked_softmax], "masked_softmax"),
     "built-in from C (functools.partial)": (
-        lambda: functools.partial(F.scaled_dot_product_attention, Q, Q)(Q), [F.scaled_dot_product_attention],
-        "scaled_dot_product_attention"),
+        lambda: functools.partial(F.scaled_dot_product_attention, Q, Q)(Q),
+        [F.scaled_dot_product_attention],
+        "scaled_dot_product_attention",
+    ),
     "built-in by another path (torch._C._nn)": (
-        lambda: torch._C._nn.scaled_dot_product_attention(Q, Q, Q), [F.scaled_dot_product_attention],
-        "scaled_dot_product_attention"),
+        lambda: torch._C._nn.scaled_dot_product_attention(Q, Q, Q),
+        [F.scaled_dot_product_attention],
+        "scaled_dot_product_attention",
+    ),
     "operator through torch.ops.aten": (
-        lambda: torch.ops.aten.scaled_dot_product_attention(Q, Q, Q), [F.scaled_dot_product_attention],
-        "scaled_dot_product_attention"),
+        lambda: torch.ops.aten.scaled_dot_product_attention(Q, Q, Q),
+        [F.scaled_dot_product_attention],
+        "scaled_dot_product_attention",
+    ),
     "torch._VF.lstm_cell": (lambda: torch._VF.lstm_cell(X, HC, W_IH, W_HH), [torch.lstm_cell], "lstm_cell"),
-    "lstm_cell through map": (lambda: list(map(torch._VF.lstm_cell, [X], [HC], [W_IH], [W_HH])),
-                              [torch.lstm_cell], "lstm_cell"),
+    "lstm_cell through map": (
+        lambda: list(map(torch._VF.lstm_cell, [X], [HC], [W_IH], [W_HH])),
+        [torch.lstm_cell],
+        "lstm_cell",
+    ),
     "class by its module path": (lambda: torch.nn.modules.rnn.RNN(2, 3), [nn.RNN], "RNN"),
     "subclass of a forbidden class": (lambda: _SubRNN(2, 3), [nn.RNN], "RNN"),
     "subclass calling super().forward": (
-        lambda: _SubMHA(8, 2).forward(torch.randn(1, 3, 8)), [attention.MultiHeadAttention], "MultiHeadAttention"),
+        lambda: _SubMHA(8, 2).forward(torch.randn(1, 3, 8)),
+        [attention.MultiHeadAttention],
+        "MultiHeadAttention",
+    ),
     "bound method": (lambda: nn.LSTMCell(2, 3).forward(X), [nn.LSTMCell.forward], "LSTMCell.forward"),
-    "sacrebleu.metrics.bleu.BLEU": (lambda: sacrebleu.metrics.bleu.BLEU().corpus_score(["a b"], [["a b"]]),
-                                    [sacrebleu.BLEU], "BLEU"),
+    "sacrebleu.metrics.bleu.BLEU": (
+        lambda: sacrebleu.metrics.bleu.BLEU().corpus_score(["a b"], [["a b"]]),
+        [sacrebleu.BLEU],
+        "BLEU",
+    ),
     "sacrebleu.corpus_bleu uses BLEU": (lambda: sacrebleu.corpus_bleu(["a b"], [["a b"]]), [sacrebleu.BLEU], "BLEU"),
     "decorated function by another path": (
-        lambda: torch.nn.utils.clip_grad_norm_(_params_with_grads(), 1.0), [torch.nn.utils.get_total_norm],
-        "get_total_norm"),
-    "F.cross_entropy taken earlier": (lambda: _cross_entropy(torch.randn(2, 3), torch.tensor([0, 1])),
-                                      [F.cross_entropy], "cross_entropy"),
-    "guard switched off with sys.setprofile": (lambda: (sys.setprofile(None), _wrapped(S)),
-                                               [attention.masked_softmax], "setprofile"),
-    "guard switched off from C": (lambda: (functools.partial(sys.setprofile, None)(), _wrapped(S)),
-                                  [attention.masked_softmax], "switched off"),
+        lambda: torch.nn.utils.clip_grad_norm_(_params_with_grads(), 1.0),
+        [torch.nn.utils.get_total_norm],
+        "get_total_norm",
+    ),
+    "F.cross_entropy taken earlier": (
+        lambda: _cross_entropy(torch.randn(2, 3), torch.tensor([0, 1])),
+        [F.cross_entropy],
+        "cross_entropy",
+    ),
+    "guard switched off with sys.setprofile": (
+        lambda: (sys.setprofile(None), _wrapped(S)),
+        [attention.masked_softmax],
+        "setprofile",
+    ),
+    "guard switched off from C": (
+        lambda: (functools.partial(sys.setprofile, None)(), _wrapped(S)),
+        [attention.masked_softmax],
+        "switched off",
+    ),
     "forbidden call in a thread": (_thread_call, [attention.masked_softmax], "masked_softmax"),
 }
 
@@ -175,9 +201,15 @@ def test_state_planted_between_blocks_is_discarded():
     assert guard._STATE.stack == [] and sys.getprofile() is None
 
 
-@pytest.mark.parametrize("call", [lambda x: x.unfold(0, 2, 2), lambda x: torch.Tensor.unfold(x, 0, 2, 2),
-                                  lambda x: functools.partial(torch.Tensor.unfold, x)(0, 2, 2)],
-                         ids=["bound", "unbound", "partial"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: x.unfold(0, 2, 2),
+        lambda x: torch.Tensor.unfold(x, 0, 2, 2),
+        lambda x: functools.partial(torch.Tensor.unfold, x)(0, 2, 2),
+    ],
+    ids=["bound", "unbound", "partial"],
+)
 def test_tensor_method_is_caught_however_called(call):
     x = torch.arange(6.0)
     with pytest.raises(ForbiddenCall, match="unfold"):

@@ -10,8 +10,15 @@ import pytest
 import torch
 
 from course_utils.data import DataUnavailable
-from course_utils.images import (TensorImageDataset, augmentation, channel_stats, load_images, shift_and_flip,
-                                 standardize, subset)
+from course_utils.images import (
+    TensorImageDataset,
+    augmentation,
+    channel_stats,
+    load_images,
+    shift_and_flip,
+    standardize,
+    subset,
+)
 
 
 def _write_idx(path, array: torch.Tensor) -> None:
@@ -40,7 +47,7 @@ def test_load_fashion_mnist_from_a_folder(fake_fashion, tmp_path):
     assert data.train_images.shape == (40, 1, 28, 28) and data.test_images.shape == (10, 1, 28, 28)
     assert data.train_images.dtype == torch.float32 and 0 <= data.train_images.min() and data.train_images.max() <= 1
     assert data.train_labels.tolist() == [i % 10 for i in range(40)]
-    with gzip.open(fake_fashion / "t10k-images-idx3-ubyte.gz") as f:      # pixel values survive the trip
+    with gzip.open(fake_fashion / "t10k-images-idx3-ubyte.gz") as f:  # pixel values survive the trip
         raw = torch.frombuffer(bytearray(f.read()[16:]), dtype=torch.uint8).view(10, 28, 28)
     torch.testing.assert_close(data.test_images[:, 0], raw.float() / 255)
     assert (tmp_path / "cache" / "FashionMNIST" / "raw" / "train-images-idx3-ubyte").exists()
@@ -72,13 +79,17 @@ def test_shift_and_flip_crops_the_padded_image():
     assert out.shape == images.shape
     padded = torch.nn.functional.pad(images, (2, 2, 2, 2))
     flipped = 0
-    for i in range(64):            # every output is one of the 5 x 5 x 2 crops of its padded input
-        crops = [c for dy in range(5) for dx in range(5) for c in
-                 (padded[i, :, dy:dy + 6, dx:dx + 5], padded[i, :, dy:dy + 6, dx:dx + 5].flip(-1))]
+    for i in range(64):  # every output is one of the 5 x 5 x 2 crops of its padded input
+        crops = [
+            c
+            for dy in range(5)
+            for dx in range(5)
+            for c in (padded[i, :, dy : dy + 6, dx : dx + 5], padded[i, :, dy : dy + 6, dx : dx + 5].flip(-1))
+        ]
         matches = [j for j, c in enumerate(crops) if torch.equal(c, out[i])]
         assert matches, f"image {i} is not a shifted (and maybe flipped) copy"
         flipped += all(j % 2 for j in matches)
-    assert 10 < flipped < 54                                              # about half are mirrored
+    assert 10 < flipped < 54  # about half are mirrored
     assert torch.equal(shift_and_flip(images, padding=0, flip=False), images)
 
 

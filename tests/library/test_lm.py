@@ -29,7 +29,9 @@ def test_add_k_matches_brute_force_counting(order, k):
         token = rng.choice(["a", "b", "c", "<eos>"])
         # count (context, token) and context-followed-by-anything by scanning every window
         joint = sum(
-            1 for p in padded for t in range(order - 1, len(p))
+            1
+            for p in padded
+            for t in range(order - 1, len(p))
             if tuple(p[t - order + 1 : t]) == context and p[t] == token
         )
         ctx = sum(1 for p in padded for t in range(order - 1, len(p)) if tuple(p[t - order + 1 : t]) == context)

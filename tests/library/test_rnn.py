@@ -18,8 +18,8 @@ from course_utils.rnn import (
     stream_nll,
 )
 
-
 # ---------------------------------------------------------------------- rnn_forward
+
 
 @pytest.mark.parametrize("seed", range(4))
 def test_rnn_forward_equals_nn_rnn(seed):
@@ -31,8 +31,12 @@ def test_rnn_forward_equals_nn_rnn(seed):
     h0 = None if seed == 1 else torch.randn(B, H, generator=g, dtype=torch.float64)
     ref_out, ref_h = rnn(x, None if h0 is None else h0[None])
     out, h = rnn_forward(
-        x, h0, rnn.weight_ih_l0, rnn.weight_hh_l0,
-        rnn.bias_ih_l0 if bias else None, rnn.bias_hh_l0 if bias else None,
+        x,
+        h0,
+        rnn.weight_ih_l0,
+        rnn.weight_hh_l0,
+        rnn.bias_ih_l0 if bias else None,
+        rnn.bias_hh_l0 if bias else None,
     )
     assert out.shape == (B, T, H) and h.shape == (B, H)
     torch.testing.assert_close(out, ref_out)
@@ -65,6 +69,7 @@ def test_rnn_forward_rejects_bad_shapes():
 
 # ---------------------------------------------------------------------- linear RNN and BPTT
 
+
 def _autograd_reference(x, y, W_hx, W_hh, W_qh, h0=None):
     weights = [w.clone().requires_grad_(True) for w in (W_hx, W_hh, W_qh)]
     B, T, _ = x.shape
@@ -93,7 +98,7 @@ def test_bptt_grads_equal_autograd(seed):
     got = bptt_grads(x, y, W_hx, W_hh, W_qh, h0)
     ref = _autograd_reference(x, y, W_hx, W_hh, W_qh, h0)
     for name, a, b in zip(("W_qh", "W_hx", "W_hh", "h"), got, ref):
-        torch.testing.assert_close(a, b, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(a, b, msg=lambda m, name=name: f"{name}: {m}")
     assert got.h.shape == (B, T, H)
 
 
@@ -122,6 +127,7 @@ def test_linear_rnn_loss_value_and_errors():
 
 # ---------------------------------------------------------------------- spectral radius
 
+
 def test_spectral_radius_matches_numpy_and_is_not_the_norm():
     import numpy as np
 
@@ -141,11 +147,15 @@ def test_spectral_radius_matches_numpy_and_is_not_the_norm():
 
 # ---------------------------------------------------------------------- clipping
 
+
 @pytest.mark.parametrize("max_norm", [0.01, 1.0, 1e6])
 def test_clip_grad_norm_equals_torch(max_norm):
     torch.manual_seed(2)
-    params = [torch.randn(3, 4, requires_grad=True), torch.randn(5, requires_grad=True),
-              torch.randn(2, requires_grad=True)]
+    params = [
+        torch.randn(3, 4, requires_grad=True),
+        torch.randn(5, requires_grad=True),
+        torch.randn(2, requires_grad=True),
+    ]
     grads = [torch.randn_like(p) * 3 for p in params]
     grads[2] = None  # a parameter without gradient is skipped
     mine = [p.detach().clone().requires_grad_(True) for p in params]
@@ -174,6 +184,7 @@ def test_clip_grad_norm_errors():
 
 # ---------------------------------------------------------------------- stream batches
 
+
 @pytest.mark.parametrize("N,B,T", [(101, 4, 5), (1000, 7, 13), (64, 1, 63), (50, 3, 4)])
 def test_stream_batches_continue_rows(N, B, T):
     ids = torch.arange(N)
@@ -183,7 +194,7 @@ def test_stream_batches_continue_rows(N, B, T):
     for x, y in batches:
         assert x.shape == (B, T) and y.shape == (B, T) and x.dtype == torch.long
         assert torch.equal(y, x + 1)  # targets are the next tokens
-    for (x0, y0), (x1, _) in zip(batches, batches[1:]):
+    for (_, y0), (x1, _) in zip(batches, batches[1:]):
         assert torch.equal(x1[:, 0], y0[:, -1])  # row b continues row b
     rows = torch.cat([x for x, _ in batches], dim=1)
     for b in range(B):
@@ -202,6 +213,7 @@ def test_stream_batches_errors():
 
 
 # ---------------------------------------------------------------------- CharRNNLM
+
 
 def test_char_rnn_lm_shapes_state_and_sampling():
     torch.manual_seed(0)

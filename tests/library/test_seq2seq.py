@@ -12,6 +12,7 @@ def test_date_pairs_are_real_dates_and_deterministic():
     pairs = date_pairs(200, seed=3)
     assert pairs == date_pairs(200, seed=3) and pairs != date_pairs(200, seed=4)
     import datetime
+
     for written, iso in pairs:
         day = datetime.date.fromisoformat(iso)
         assert str(day.year) in written
@@ -19,8 +20,10 @@ def test_date_pairs_are_real_dates_and_deterministic():
 
 
 def test_date_pairs_formats_one_known_date():
-    from babel.dates import format_date
     import datetime
+
+    from babel.dates import format_date
+
     assert format_date(datetime.date(2026, 11, 21), "full", locale="fr") == "samedi 21 novembre 2026"
     with pytest.raises(ValueError):
         date_pairs(0)
@@ -29,7 +32,7 @@ def test_date_pairs_formats_one_known_date():
 def test_batches_are_teacher_forced_and_padded():
     pairs = [("ab", "x"), ("abc", "xyz")]
     data = Seq2SeqData.build(pairs)
-    (src, src_lengths, tgt_in, tgt_out), = data.batches(pairs, batch_size=2)
+    ((src, src_lengths, tgt_in, tgt_out),) = data.batches(pairs, batch_size=2)
     assert src.shape == (2, 3) and src_lengths.tolist() == [2, 3] and src[0, 2] == PAD_ID
     assert tgt_in[:, 0].tolist() == [BOS_ID, BOS_ID]
     assert tgt_out[0].tolist()[:2] == [data.tgt_vocab.token_to_id("x"), EOS_ID] and tgt_out[0, 2] == PAD_ID
@@ -73,10 +76,10 @@ def test_loss_ignores_padding_and_checks_shapes():
     batch = data.batches(pairs, batch_size=2)[0]
     tgt_out = batch[3]
     perfect = Copier(tgt_out, len(data.tgt_vocab))
-    perfect.forward = lambda s, l, t: 50 * F_one_hot(tgt_out.clamp(min=0), len(data.tgt_vocab))
+    perfect.forward = lambda s, lengths, t: 50 * F_one_hot(tgt_out.clamp(min=0), len(data.tgt_vocab))
     assert seq2seq_loss(perfect, batch).item() < 1e-6
     wrong = Copier(tgt_out, len(data.tgt_vocab))
-    wrong.forward = lambda s, l, t: torch.zeros(2, 7, len(data.tgt_vocab))
+    wrong.forward = lambda s, lengths, t: torch.zeros(2, 7, len(data.tgt_vocab))
     with pytest.raises(ValueError, match="logits of shape"):
         seq2seq_loss(wrong, batch)
 

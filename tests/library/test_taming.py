@@ -8,10 +8,22 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.gpt import apply_rope, rope_tables
-from course_utils.taming import (GLUFeedForward, RelativePositionBias, ReZero, RMSNorm, accumulate_gradients,
-                                 alibi_bias, alibi_slopes, label_smoothed_cross_entropy, layernorm_jacobian_norm,
-                                 radam_rectification, t5_buckets, warmup_cosine, warmup_cosine_scheduler,
-                                 weight_decay_groups)
+from course_utils.taming import (
+    GLUFeedForward,
+    RelativePositionBias,
+    ReZero,
+    RMSNorm,
+    accumulate_gradients,
+    alibi_bias,
+    alibi_slopes,
+    label_smoothed_cross_entropy,
+    layernorm_jacobian_norm,
+    radam_rectification,
+    t5_buckets,
+    warmup_cosine,
+    warmup_cosine_scheduler,
+    weight_decay_groups,
+)
 
 
 def test_warmup_cosine_values_and_lambdalr():
@@ -46,12 +58,15 @@ def test_warmup_cosine_on_a_time_budget():
     assert budget(0.0, 0.1) == 0.0 and budget(0.05, 0.1) == pytest.approx(0.5)
     assert budget(0.1, 0.1) == pytest.approx(1.0) and budget(0.55, 0.1) == pytest.approx(0.5)
     assert budget(1.0, 0.1) == pytest.approx(0.0, abs=1e-12) and budget(0.3, 0.0) == pytest.approx(
-        0.5 * (1 + math.cos(math.pi * 0.3)))
+        0.5 * (1 + math.cos(math.pi * 0.3))
+    )
     # progress: the warm-up counts steps, the cosine follows the fraction of the run from its start
     # (benchmarks/char_lm.py); total_steps is not needed
     assert warmup_cosine(0, 100, None, 0.1, progress=0.0) == pytest.approx(0.01)
     assert warmup_cosine(99, 100, None, 0.1, progress=0.01) == pytest.approx(1.0)
-    assert warmup_cosine(100, 100, None, 0.1, progress=0.2) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(0.2 * math.pi)))
+    assert warmup_cosine(100, 100, None, 0.1, progress=0.2) == pytest.approx(
+        0.1 + 0.9 * 0.5 * (1 + math.cos(0.2 * math.pi))
+    )
     assert warmup_cosine(500, 100, None, 0.1, progress=0.5) == pytest.approx(0.55)
     assert warmup_cosine(900, 100, None, 0.1, progress=1.3) == pytest.approx(0.1)
     # the defaults are the step schedule of unit 07, with the same checks
@@ -82,20 +97,20 @@ def test_rezero_is_the_identity_at_initialisation_and_learns_alpha():
     assert torch.equal(block(x), x)
     block(x).pow(2).sum().backward()
     assert block.alpha.grad is not None and block.alpha.grad.abs() > 0
-    assert block.sublayer.weight.grad.abs().sum() == 0      # alpha = 0 blocks the sublayer's gradient at first
+    assert block.sublayer.weight.grad.abs().sum() == 0  # alpha = 0 blocks the sublayer's gradient at first
 
 
 def test_rezero_dropout_acts_on_the_branch_only():
     torch.manual_seed(0)
     block = ReZero(nn.Linear(4, 4), alpha=1.0, dropout=0.5)
     x = torch.randn(64, 4)
-    assert torch.equal(block.eval()(x), x + block.sublayer(x))          # no dropout in eval mode
+    assert torch.equal(block.eval()(x), x + block.sublayer(x))  # no dropout in eval mode
     torch.manual_seed(1)
-    branch = block.train()(x) - x                                        # alpha * dropout(f(x))
+    branch = block.train()(x) - x  # alpha * dropout(f(x))
     torch.manual_seed(1)
     expected = F.dropout(block.sublayer(x), 0.5, training=True)
     assert torch.allclose(branch, expected, atol=1e-6)
-    assert (branch == 0).float().mean() > 0.3                            # about half the branch dropped
+    assert (branch == 0).float().mean() > 0.3  # about half the branch dropped
 
 
 def test_layernorm_jacobian_norm_is_sqrt_d_over_centered_norm():
@@ -155,18 +170,18 @@ def test_relative_position_bias_depends_only_on_the_bucket():
     torch.manual_seed(0)
     bias = RelativePositionBias(num_heads=3, num_buckets=8, max_distance=16)(10, 10)
     assert bias.shape == (3, 10, 10)
-    assert torch.equal(bias[:, 5, 2], bias[:, 8, 5])        # same offset -> same bias
-    assert torch.equal(bias[:, 0, 9], bias[:, 0, 0])        # unidirectional: the future shares bucket 0
+    assert torch.equal(bias[:, 5, 2], bias[:, 8, 5])  # same offset -> same bias
+    assert torch.equal(bias[:, 0, 9], bias[:, 0, 0])  # unidirectional: the future shares bucket 0
 
 
 def test_alibi_slopes_and_bias():
-    assert torch.allclose(alibi_slopes(8), torch.tensor([2.0 ** -k for k in range(1, 9)]))
-    assert torch.allclose(alibi_slopes(4), torch.tensor([2.0 ** -k for k in (2, 4, 6, 8)]))
-    six = alibi_slopes(6)     # 4 slopes of H = 4, then slopes 1 and 3 of H = 8 (every other one)
-    assert torch.allclose(six, torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3]))
+    assert torch.allclose(alibi_slopes(8), torch.tensor([2.0**-k for k in range(1, 9)]))
+    assert torch.allclose(alibi_slopes(4), torch.tensor([2.0**-k for k in (2, 4, 6, 8)]))
+    six = alibi_slopes(6)  # 4 slopes of H = 4, then slopes 1 and 3 of H = 8 (every other one)
+    assert torch.allclose(six, torch.tensor([2**-2, 2**-4, 2**-6, 2**-8, 2**-1, 2**-3]))
     bias = alibi_bias(2, 5)
     assert bias.shape == (2, 5, 5)
-    assert bias[0, 4, 1].item() == pytest.approx(-3 * 2 ** -4)
+    assert bias[0, 4, 1].item() == pytest.approx(-3 * 2**-4)
     assert torch.isinf(bias[1, 1, 3]) and torch.all(bias.diagonal(dim1=1, dim2=2) == 0)
     assert torch.allclose(alibi_bias(2, 5, causal=False), alibi_bias(2, 5, causal=False).transpose(1, 2))
     with pytest.raises(ValueError):
@@ -177,9 +192,9 @@ def test_rope_scores_depend_only_on_the_offset_brute_force():
     torch.manual_seed(0)
     cos, sin = rope_tables(40, 16)
     q, k = torch.randn(16, dtype=torch.float64), torch.randn(16, dtype=torch.float64)
-    rq = apply_rope(q.expand(40, 16), cos.double(), sin.double())      # (T, 16)
+    rq = apply_rope(q.expand(40, 16), cos.double(), sin.double())  # (T, 16)
     rk = apply_rope(k.expand(40, 16), cos.double(), sin.double())
-    scores = rq @ rk.T                                                   # (T, T): query m, key n
+    scores = rq @ rk.T  # (T, T): query m, key n
     for offset in range(-5, 6):
         diagonal = scores.diagonal(offset)
         assert torch.allclose(diagonal, diagonal[0].expand_as(diagonal), atol=1e-5)
@@ -191,7 +206,7 @@ def test_radam_rectification_matches_torch_radam_steps():
     optimizer = torch.optim.RAdam([param], lr=0.1, betas=(0.9, 0.999), eps=0.0)
     for step in range(1, 12):
         before = param.item()
-        param.grad = torch.ones(1)              # constant gradient: bias-corrected moments are exactly 1
+        param.grad = torch.ones(1)  # constant gradient: bias-corrected moments are exactly 1
         optimizer.step()
         r = radam_rectification(step, 0.999)
         assert before - param.item() == pytest.approx(0.1 * (1.0 if r is None else r), rel=1e-5)
@@ -208,8 +223,9 @@ def test_weight_decay_groups_split_matrices_from_vectors():
     # no_decay: named parameters kept out of the decay whatever their shape (a ViT's CLS token, positions)
     decay, no_decay = weight_decay_groups(model, 0.1, no_decay=["0.weight"])
     assert [id(p) for p in decay["params"]] == [id(model[2].weight)]
-    assert [id(p) for p in no_decay["params"]] == [id(p) for p in (model[0].weight, model[1].weight, model[1].bias,
-                                                                    model[2].bias)]
+    assert [id(p) for p in no_decay["params"]] == [
+        id(p) for p in (model[0].weight, model[1].weight, model[1].bias, model[2].bias)
+    ]
     with pytest.raises(ValueError, match="no parameter"):
         weight_decay_groups(model, 0.1, no_decay=["0.wieght"])
 
@@ -236,7 +252,7 @@ def test_accumulated_gradient_equals_the_large_batch_gradient():
     full = loss_fn(model, x, y)
     full.backward()
     expected = [p.grad.clone() for p in model.parameters()]
-    for micro in (1, 3, 4, 10):                       # 3 and 4 leave a short last micro-batch
+    for micro in (1, 3, 4, 10):  # 3 and 4 leave a short last micro-batch
         model.zero_grad()
         loss = accumulate_gradients(model, loss_fn, x, y, micro)
         assert loss == pytest.approx(full.item())

@@ -31,8 +31,8 @@ from course_utils.text import (
     word_tokenize,
 )
 
-
 # --------------------------------------------------------------------------- references
+
 
 def naive_learn_bpe(word_counts: dict[str, int], num_merges: int) -> list[tuple[str, str]]:
     """Textbook BPE: recount every pair from scratch after every merge."""
@@ -80,8 +80,7 @@ def sequential_apply(word: str, merges) -> list[str]:
 def random_word_counts(seed: int, alphabet: str = "abc", num_words: int = 40) -> dict[str, int]:
     rng = random.Random(seed)
     return {
-        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))): rng.randint(1, 5)
-        for _ in range(num_words)
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))): rng.randint(1, 5) for _ in range(num_words)
     }
 
 
@@ -91,6 +90,7 @@ def docs() -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- tokenizers
+
 
 def test_char_tokenize_keeps_every_character():
     text = "Hi, you!\n\tok"
@@ -118,6 +118,7 @@ def test_tokenizers_reject_non_strings(fn):
 
 
 # --------------------------------------------------------------------------- vocabulary
+
 
 def test_vocab_specials_first_then_frequency_then_first_appearance():
     vocab = Vocab.build([["b", "a", "c"], ["a", "c", "d"], ["d"]])
@@ -185,6 +186,7 @@ def test_vocab_on_real_text_roundtrips_known_tokens(docs):
 
 # --------------------------------------------------------------------------- padding and collation
 
+
 def test_pad_batch_matches_pad_sequence():
     gen = torch.Generator().manual_seed(0)
     seqs = [torch.randint(4, 50, (n,), generator=gen) for n in (3, 7, 1, 5)]
@@ -231,6 +233,7 @@ def test_collate_in_a_dataloader():
 
 
 # --------------------------------------------------------------------------- BPE
+
 
 def test_merge_pair_is_left_to_right_and_non_overlapping():
     assert merge_pair(list("aaa"), ("a", "a")) == ["aa", "a"]
@@ -310,7 +313,7 @@ def test_bpe_vocab_layout(docs):
     assert tok.vocab.itos[4] == "<0x00>" and tok.vocab.itos[259] == "<0xFF>"
     alphabet = sorted(set(train[:5000]))
     assert tok.vocab.itos[260 : 260 + len(alphabet)] == alphabet
-    assert len(tok) == len({a + b for a, b in tok.merges} | set(tok.vocab.itos[:260 + len(alphabet)]))
+    assert len(tok) == len({a + b for a, b in tok.merges} | set(tok.vocab.itos[: 260 + len(alphabet)]))
     assert tok.merges == naive_learn_bpe(dict(Counter(pretokenize(train[:5000]))), 40)
 
 
@@ -326,6 +329,7 @@ def test_bpe_errors():
 
 
 # --------------------------------------------------------------------------- character n-grams
+
 
 def test_char_ngrams_football():
     assert char_ngrams("football", 3) == ["<fo", "foo", "oot", "otb", "tba", "bal", "all", "ll>"]

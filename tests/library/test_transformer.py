@@ -8,13 +8,22 @@ import torch.nn as nn
 
 from course_utils.attention import causal_mask
 from course_utils.seq2seq import Seq2SeqData, greedy_decode, seq2seq_loss
-from course_utils.transformer import (ClassifierConfig, DecoderLayer, EncoderLayer, FeedForward,
-                                      LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
-                                      TransformerClassifier, TransformerSeq2Seq, padding_mask, shift_matrix,
-                                      sinusoidal_positions)
-
+from course_utils.transformer import (
+    ClassifierConfig,
+    DecoderLayer,
+    EncoderLayer,
+    FeedForward,
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    TransformerClassifier,
+    TransformerSeq2Seq,
+    padding_mask,
+    shift_matrix,
+    sinusoidal_positions,
+)
 
 # --------------------------------------------------------------------------- positions
+
 
 def test_sinusoidal_positions_match_the_formula_entry_by_entry():
     T, D = 13, 10
@@ -59,6 +68,7 @@ def test_position_modules_add_their_table():
 
 # --------------------------------------------------------------------------- layers
 
+
 def test_feed_forward_acts_on_each_position_alone():
     torch.manual_seed(0)
     ffn = FeedForward(6, 12)
@@ -67,8 +77,10 @@ def test_feed_forward_acts_on_each_position_alone():
     assert torch.allclose(ffn(x), per_position, atol=1e-6)
     conv = nn.Sequential(nn.Conv1d(6, 12, 1), nn.ReLU(), nn.Conv1d(12, 6, 1))
     with torch.no_grad():
-        conv[0].weight.copy_(ffn.linear1.weight[..., None]); conv[0].bias.copy_(ffn.linear1.bias)
-        conv[2].weight.copy_(ffn.linear2.weight[..., None]); conv[2].bias.copy_(ffn.linear2.bias)
+        conv[0].weight.copy_(ffn.linear1.weight[..., None])
+        conv[0].bias.copy_(ffn.linear1.bias)
+        conv[2].weight.copy_(ffn.linear2.weight[..., None])
+        conv[2].bias.copy_(ffn.linear2.bias)
     assert torch.allclose(conv(x.transpose(1, 2)).transpose(1, 2), ffn(x), atol=1e-6)
 
 
@@ -125,6 +137,7 @@ def test_encoder_without_positions_is_permutation_equivariant_and_positions_brea
 
 # --------------------------------------------------------------------------- models
 
+
 def test_classifier_ignores_padding_and_has_the_seed_recipe_size():
     torch.manual_seed(4)
     model = TransformerClassifier(ClassifierConfig(vocab_size=20)).eval()
@@ -137,7 +150,7 @@ def test_classifier_ignores_padding_and_has_the_seed_recipe_size():
     assert torch.allclose(model(padded, lengths), logits, atol=1e-5)
     with pytest.raises(ValueError, match="pooling"):
         TransformerClassifier(ClassifierConfig(vocab_size=5, pooling="last"))
-    with pytest.raises(ValueError, match=r"lengths must lie in \[1, T=4\]"):   # unit 04's id checks
+    with pytest.raises(ValueError, match=r"lengths must lie in \[1, T=4\]"):  # unit 04's id checks
         model(ids, torch.tensor([3, 0]))
 
 
@@ -161,8 +174,9 @@ def test_seq2seq_learns_to_reverse_a_few_strings():
     torch.manual_seed(6)
     pairs = [("abc", "cba"), ("bca", "acb"), ("cab", "bac"), ("aab", "baa"), ("cc", "cc"), ("ba", "ab")]
     data = Seq2SeqData.build(pairs)
-    model = TransformerSeq2Seq(len(data.src_vocab), len(data.tgt_vocab), d_model=32, num_heads=2,
-                               num_layers=1, d_ff=64, dropout=0.0)
+    model = TransformerSeq2Seq(
+        len(data.src_vocab), len(data.tgt_vocab), d_model=32, num_heads=2, num_layers=1, d_ff=64, dropout=0.0
+    )
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     batch = data.batches(pairs, batch_size=len(pairs))[0]
     for _ in range(150):

@@ -6,22 +6,30 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.vit import (SmallCNN, ViT, ViTConfig, PatchEmbedding, attention_rollout, cls_attention_map,
-                              img_to_patch, position_similarity)
+from course_utils.vit import (
+    PatchEmbedding,
+    SmallCNN,
+    ViT,
+    ViTConfig,
+    attention_rollout,
+    cls_attention_map,
+    img_to_patch,
+    position_similarity,
+)
 
 
 @pytest.mark.parametrize("shape,p", [((2, 1, 28, 28), 4), ((3, 3, 32, 32), 8), ((1, 2, 6, 6), 3)])
 def test_img_to_patch_equals_unfold(shape, p):
     images = torch.randn(*shape)
-    expected = F.unfold(images, kernel_size=p, stride=p).transpose(1, 2)   # (B, N, C*p*p)
+    expected = F.unfold(images, kernel_size=p, stride=p).transpose(1, 2)  # (B, N, C*p*p)
     torch.testing.assert_close(img_to_patch(images, p), expected, rtol=0, atol=0)
 
 
 def test_img_to_patch_row_major_order():
     images = torch.arange(16.0).view(1, 1, 4, 4)
     patches = img_to_patch(images, 2)
-    assert patches[0, 1].tolist() == [2.0, 3.0, 6.0, 7.0]     # second patch: top row, right half
-    assert patches[0, 2].tolist() == [8.0, 9.0, 12.0, 13.0]   # third patch: bottom row, left half
+    assert patches[0, 1].tolist() == [2.0, 3.0, 6.0, 7.0]  # second patch: top row, right half
+    assert patches[0, 2].tolist() == [8.0, 9.0, 12.0, 13.0]  # third patch: bottom row, left half
 
 
 def test_img_to_patch_rejects_bad_input():
@@ -36,7 +44,7 @@ def test_patch_embedding_equals_conv2d():
     conv = nn.Conv2d(3, 16, kernel_size=4, stride=4)
     embed = PatchEmbedding(3, 4, 16).from_conv(conv)
     images = torch.randn(2, 3, 16, 16)
-    expected = conv(images).flatten(2).transpose(1, 2)                     # (B, N, D)
+    expected = conv(images).flatten(2).transpose(1, 2)  # (B, N, D)
     torch.testing.assert_close(embed(images), expected, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="Conv2d"):
         embed.from_conv(nn.Conv2d(3, 16, kernel_size=4, stride=2))
@@ -139,8 +147,8 @@ def test_config_switches_pool_and_init():
     torch.testing.assert_close(model(images), model.head(model.norm(x[:, 1:].mean(1))))
     vit_init = ViT(ViTConfig(d_model=64, num_layers=1)).blocks[0].attn.qkv.weight
     torch_init = ViT(ViTConfig(d_model=64, num_layers=1, init="default")).blocks[0].attn.qkv.weight
-    assert abs(vit_init.std().item() - 0.02) < 0.002                     # truncated normal, std 0.02
-    assert abs(torch_init.std().item() - 64 ** -0.5 / 3 ** 0.5) < 0.005   # kaiming-uniform bound 1/sqrt(fan_in)
+    assert abs(vit_init.std().item() - 0.02) < 0.002  # truncated normal, std 0.02
+    assert abs(torch_init.std().item() - 64**-0.5 / 3**0.5) < 0.005  # kaiming-uniform bound 1/sqrt(fan_in)
     for bad in (dict(pool="max"), dict(init="xavier")):
         with pytest.raises(ValueError, match=next(iter(bad))):
             ViTConfig(**bad)

@@ -60,9 +60,7 @@ class CourseBleu(evaluate.Metric):
                         "references": datasets.Sequence(datasets.Value("string")),
                     }
                 ),
-                datasets.Features(
-                    {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
-                ),
+                datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
             ],
             reference_urls=["https://aclanthology.org/P02-1040/", "https://aclanthology.org/W18-6319/"],
         )
