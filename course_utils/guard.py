@@ -95,12 +95,12 @@ class _Targets:
     def add(self, target: Any) -> None:
         label = _label(target)
         if isinstance(target, type):
-            for name, member in vars(target).items():
-                for code in _codes_of(member):
-                    self.keep.append(code)
-                    self.codes.setdefault(id(code), f"{label}.{name}" if name != "__init__" else label)
-            if not any(label in v for v in self.codes.values()):
+            codes = [(name, code) for name, member in vars(target).items() for code in _codes_of(member)]
+            if not codes:
                 raise ValueError(f"forbid: class {label} defines no Python methods to watch")
+            for name, code in codes:
+                self.keep.append(code)
+                self.codes.setdefault(id(code), f"{label}.{name}" if name != "__init__" else label)
             return
         name = getattr(target, "_qualified_op_name", None) or getattr(
             getattr(target, "_overloadpacket", None), "_qualified_op_name", None

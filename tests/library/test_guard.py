@@ -226,3 +226,9 @@ def test_torch_ops_operator_is_caught_by_any_overload():
             torch.ops.aten.nll_loss_forward.default(logp, target, None, 1, -100)
     with forbid(torch.ops.aten.nll_loss_forward):
         torch.softmax(logp, dim=-1)
+
+
+def test_class_without_python_methods_is_a_clear_error():
+    with pytest.raises(ValueError, match="defines no Python methods"):
+        with forbid(torch.Size):
+            pass
