@@ -5,6 +5,7 @@ One module per concern, grown unit by unit:
 - ``device``    pick CUDA, then Apple MPS, then the CPU (``get_device``); ``native_bf16``
 - ``repro``     seeding for repeatable notebooks (``seed_everything``)
 - ``checks``    assertions for exercise tests whose failures name the mistake
+- ``guard``     ``forbid``: exercise tests fail a part whose code runs a forbidden function, however reached
 - ``progress``  progress bars that end as one line of text (live widget in a notebook)
 - ``training``  a small training loop with a progress bar and a ``History``
 - ``plotting``  figures drawn from a ``History`` and friends
@@ -21,6 +22,10 @@ One module per concern, grown unit by unit:
 - ``gpt``       units 06-07: a configurable decoder-only transformer LM (Pre/Post-LN, RMSNorm, SwiGLU, RoPE)
 - ``attention`` unit 05: masked softmax, scaled dot-product and multi-head attention, additive
                 attention, a GRU encoder-decoder with Bahdanau attention (``BahdanauSeq2Seq``)
+- ``taming``    unit 07: warm-up + cosine, weight-decay groups, RMSNorm, GLU feed-forwards, ReZero,
+                label smoothing, relative positions
+- ``images``    unit 08: image datasets offline first (Fashion-MNIST, digits) and augmentation
+- ``vit``       unit 08: patches, patch embedding, the Vision Transformer, attention rollout
 
 The instructors' autograder is not part of it: it is the top-level package ``grader``.
 """
