@@ -84,7 +84,8 @@ def _user_tasks(uid: int) -> int:
     return total
 
 
-def _rlimits(limits: Limits, sandboxed: bool) -> dict[str, int]:
+def rlimits(limits: Limits, sandboxed: bool) -> dict[str, int]:
+    """The ``resource`` limits (name -> value) the runner sets on itself before any student code."""
     mib = 2**20
     nproc = limits.processes if (sandboxed and os.geteuid() == 0) else _user_tasks(os.getuid()) + limits.processes
     return {
@@ -206,7 +207,15 @@ def _prlimit(limits: Limits, sandboxed: bool) -> list[str]:
         "RLIMIT_NOFILE": "nofile",
         "RLIMIT_CORE": "core",
     }
-    return [tool] + [f"--{names[k]}={v}" for k, v in _rlimits(limits, sandboxed).items()] + ["--"]
+    return [tool] + [f"--{names[k]}={v}" for k, v in rlimits(limits, sandboxed).items()] + ["--"]
+
+
+def unsandboxed_command(limits: Limits) -> list[str]:
+    """The command that runs the runner without bubblewrap (``--unsafe-no-sandbox``): limits only."""
+    return _prlimit(limits, sandboxed=False) + [_python(), "-I", "-B", RUNNER]
+
+
+WORKDIR_INSIDE = f"{_HOME}/work"  # the runner's working folder inside the sandbox
 
 
 def sandbox_env() -> dict[str, str]:

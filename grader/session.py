@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.sandbox import _HOME, RUNNER, Limits, _prlimit, _python, _rlimits, build_command, sandbox_env
+from grader.sandbox import WORKDIR_INSIDE, Limits, build_command, rlimits, sandbox_env, unsandboxed_command
 
 
 @dataclass
@@ -109,12 +109,12 @@ def run_cells(
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
         if sandbox:
             argv, cwd = build_command(limits, files_dir, list(forbidden), bwrap), None
-            init = {"workdir": f"{_HOME}/work", "files_root": "/job/files", "kill_strays": True}
+            init = {"workdir": WORKDIR_INSIDE, "files_root": "/job/files", "kill_strays": True}
         else:
-            argv = _prlimit(limits, sandboxed=False) + [_python(), "-I", "-B", RUNNER]
+            argv = unsandboxed_command(limits)
             cwd = scratch
             init = {"workdir": os.path.join(scratch, "work"), "files_root": files_dir, "kill_strays": False}
-        init.update(key=key.hex(), cell_timeout=limits.cell_timeout, files=files, rlimits=_rlimits(limits, sandbox))
+        init.update(key=key.hex(), cell_timeout=limits.cell_timeout, files=files, rlimits=rlimits(limits, sandbox))
         errlog = open(os.path.join(scratch, "stderr"), "w+b")
         proc = subprocess.Popen(
             argv,
