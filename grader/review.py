@@ -114,7 +114,7 @@ def _build_index(root: str, files: tuple) -> LibraryIndex:
             continue
         if name in INFRASTRUCTURE:
             continue
-        for qualname, node in _definitions(tree):
+        for qualname, node in definitions(tree):
             tokens = normalized_tokens(node)
             if len(tokens) >= MIN_TOKENS:
                 found.append(Definition(f"{name}.{qualname}", _kind(node), tuple(tokens), dict(Counter(tokens))))
@@ -135,7 +135,7 @@ def _kind(node: ast.AST) -> str:
     return "class" if isinstance(node, ast.ClassDef) else "function"
 
 
-def _definitions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
+def definitions(tree: ast.Module) -> list[tuple[str, ast.AST]]:
     """Top-level functions and classes, and the methods of those classes, with their qualified names."""
     found = []
     for node in tree.body:
@@ -170,6 +170,9 @@ def normalized_tokens(node: ast.AST) -> list[str]:
             todo.extend(reversed(item))
             continue
         kind = type(item)
+        if kind is str:  # a name listed by ``global`` or ``nonlocal``
+            out.append((item,))
+            continue
         if kind is ast.Expr and type(item.value) is ast.Constant and type(item.value.value) is str:
             continue
         if kind is ast.Name:
@@ -311,7 +314,7 @@ def near_copies(source: str, index: LibraryIndex, threshold: float = COPY_THRESH
         return []
     found: dict[str, float] = {}
     copied_classes: set[str] = set()
-    for qualname, node in _definitions(tree)[:MAX_DEFINITIONS]:
+    for qualname, node in definitions(tree)[:MAX_DEFINITIONS]:
         if qualname.split(".")[0] in copied_classes:
             continue
         tokens = normalized_tokens(node)

@@ -212,3 +212,20 @@ def test_the_real_library_is_indexed_once_and_its_copies_are_flagged():
     for name in copied:
         found = near_copies(_source_of(path, name), index)
         assert found and found[0][1] == 1.0, f"a verbatim copy of course_utils.attention.{name} is not flagged: {found}"
+
+
+def test_global_and_nonlocal_names_are_tokens_not_a_crash(index):
+    source = (
+        "def counter(scores, mask=None):\n"
+        "    global CALLS\n"
+        "    CALLS = 1\n"
+        "    def inner():\n"
+        "        nonlocal mask\n"
+        "        mask = scores.softmax(dim=-1)\n"
+        "    inner()\n"
+        "    return mask\n"
+    )
+    tokens = normalized_tokens(ast.parse(source).body[0])
+    assert "Global" in tokens and "Nonlocal" in tokens and "softmax" in tokens
+    assert "CALLS" not in tokens  # assigned, hence a local placeholder like every bound name
+    assert near_copies(source, index) == []
