@@ -170,6 +170,8 @@ def normalized_tokens(node: ast.AST) -> list[str]:
             todo.extend(reversed(item))
             continue
         kind = type(item)
+        if item is None:  # a hole in a list field: ``{**d}``'s key, a keyword-only argument's default
+            continue
         if kind is str:  # a name listed by ``global`` or ``nonlocal``
             out.append((item,))
             continue
@@ -363,13 +365,18 @@ def review_flags(parts, index: LibraryIndex | None = None) -> list[str]:
     """Flags (``what@grade_id``) for the student's answer cells among ``parts`` (``grader.plan.Part``).
 
     ``index`` is the library as ``library_index`` reads it (built on the first call when not given).
+    A rule that fails on a cell (a bug of the rules, never the student's fault) does not stop the
+    grading: the cell gets the flag ``unreviewed (error type)`` for the instructor to look at.
     """
     index = index or library_index()
     found = []
     for part in parts:
         if part.role != "answer":
             continue
-        found += [f"{name}@{part.grade_id}" for name in suspicious_constructs(part.source)]
-        found += [f"imports {module}@{part.grade_id}" for module in library_imports(part.source, index)]
-        found += [f"copy of {name} ({ratio:.2f})@{part.grade_id}" for name, ratio in near_copies(part.source, index)]
+        try:
+            found += [f"{name}@{part.grade_id}" for name in suspicious_constructs(part.source)]
+            found += [f"imports {module}@{part.grade_id}" for module in library_imports(part.source, index)]
+            found += [f"copy of {n} ({ratio:.2f})@{part.grade_id}" for n, ratio in near_copies(part.source, index)]
+        except Exception as error:  # noqa: BLE001 - any failure of a rule becomes a flag, not a crash
+            found.append(f"unreviewed ({type(error).__name__})@{part.grade_id}")
     return found

@@ -214,9 +214,10 @@ def test_the_real_library_is_indexed_once_and_its_copies_are_flagged():
         assert found and found[0][1] == 1.0, f"a verbatim copy of course_utils.attention.{name} is not flagged: {found}"
 
 
-def test_global_and_nonlocal_names_are_tokens_not_a_crash(index):
+def test_global_nonlocal_dict_unpacking_and_keyword_only_arguments_do_not_crash(index):
     source = (
-        "def counter(scores, mask=None):\n"
+        "def counter(scores, *, mask, dim=-1):\n"
+        "    options = {**OPTIONS, 'dim': dim}\n"
         "    global CALLS\n"
         "    CALLS = 1\n"
         "    def inner():\n"
@@ -226,6 +227,21 @@ def test_global_and_nonlocal_names_are_tokens_not_a_crash(index):
         "    return mask\n"
     )
     tokens = normalized_tokens(ast.parse(source).body[0])
-    assert "Global" in tokens and "Nonlocal" in tokens and "softmax" in tokens
+    assert "Global" in tokens and "Nonlocal" in tokens and "softmax" in tokens and "Dict" in tokens
     assert "CALLS" not in tokens  # assigned, hence a local placeholder like every bound name
     assert near_copies(source, index) == []
+
+
+def test_a_rule_that_fails_flags_the_cell_instead_of_stopping_the_grading(index, monkeypatch):
+    import grader.review as review
+
+    def broken(source, index, threshold=COPY_THRESHOLD):
+        raise AttributeError("a bug of the copy check")
+
+    monkeypatch.setattr(review, "near_copies", broken)
+    parts = [*_answer(HONEST), Part(3, "answer", "other_answer", "import ctypes\n")]
+    assert review.review_flags(parts, index) == [
+        "unreviewed (AttributeError)@softmax_answer",
+        "ctypes@other_answer",
+        "unreviewed (AttributeError)@other_answer",
+    ]
