@@ -1,6 +1,6 @@
 """Mistake bank of unit 07: plausible wrong answers, each of which must lose its cell's points."""
 
-from notebook_cells import Mistake, bank_tests
+from notebook_cells import Mistake, answer_source, bank_tests
 
 UNIT = "07_taming_transformers"
 
@@ -9,6 +9,7 @@ RMS = dict(answer="rmsnorm_answer", test="rmsnorm_test")
 SWIGLU = dict(answer="swiglu_answer", test="swiglu_test")
 ROPE = dict(answer="rope_answer", test="rope_test")
 SMOOTH = dict(answer="smoothing_answer", test="smoothing_test")
+T5 = dict(answer="t5bias_answer", test="t5bias_test")
 
 BANK = [
     # ---------------------------------------------------------------- Part A: warmup_cosine_lr
@@ -239,6 +240,105 @@ BANK = [
         **SMOOTH,
         patches=(("smooth = -log_probs.mean(dim=-1)", "smooth = -log_probs.exp().mean(dim=-1)"),),
     ),
+    # ---------------------------------------------------------------- Part F: t5_bucket and relative_attention
+    Mistake(
+        "t5: offset taken as query - key (direction reversed)",
+        **T5,
+        patches=(("offset = relative_position.long()", "offset = -relative_position.long()"),),
+    ),
+    Mistake(
+        "t5: bidirectional keeps all num_buckets per direction (not halved)",
+        **T5,
+        patches=(("num_buckets = num_buckets // 2", "num_buckets = num_buckets"),),
+    ),
+    Mistake(
+        "t5: bidirectional puts keys before the query in the upper half",
+        **T5,
+        patches=(("(offset > 0).long() * num_buckets", "(offset < 0).long() * num_buckets"),),
+    ),
+    Mistake(
+        "t5: unidirectional buckets keep the distance of later keys",
+        **T5,
+        patches=(("distance = (-offset).clamp_min(0)", "distance = offset.abs()"),),
+    ),
+    Mistake(
+        "t5: exact buckets counted from the full num_buckets (before halving)",
+        **T5,
+        patches=(
+            (
+                "    if bidirectional:\n        num_buckets = num_buckets // 2",
+                "    max_exact = num_buckets // 2\n    if bidirectional:\n        num_buckets = num_buckets // 2",
+            ),
+            ("    max_exact = num_buckets // 2\n    log_ratio", "    log_ratio"),
+        ),
+    ),
+    Mistake(
+        "t5: log bucket not capped at N - 1 (far offsets overflow)",
+        **T5,
+        patches=(("far = far.clamp_max(num_buckets - 1)", "far = far"),),
+    ),
+    Mistake("t5: log bucket rounded to nearest", **T5, patches=((".floor().long()", ".round().long()"),)),
+    Mistake("t5: log bucket rounded up", **T5, patches=((".floor().long()", ".ceil().long()"),)),
+    Mistake(
+        "t5: attention offsets query - key",
+        **T5,
+        patches=(
+            (
+                "offset = position[None, :] - position[:, None]",
+                "offset = position[:, None] - position[None, :]",
+            ),
+        ),
+    ),
+    Mistake(
+        "t5: bias table read as (H, num_buckets) (heads and buckets mixed up)",
+        **T5,
+        patches=(
+            (
+                "bias = bias_table[buckets].permute(2, 0, 1)",
+                "bias = bias_table.reshape(-1, bias_table.shape[0])[:, buckets]",
+            ),
+        ),
+    ),
+    Mistake(
+        "t5: bias added after the softmax",
+        **T5,
+        patches=(
+            ("scores = q @ k.transpose(-2, -1) + bias", "scores = q @ k.transpose(-2, -1)"),
+            ("weights = scores.softmax(dim=-1)", "weights = scores.softmax(dim=-1) + bias"),
+        ),
+    ),
+    Mistake(
+        "t5: scores scaled by 1 / sqrt(d_head) (T5 does not scale)",
+        **T5,
+        patches=(
+            (
+                "scores = q @ k.transpose(-2, -1) + bias",
+                "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias",
+            ),
+        ),
+    ),
+    Mistake(
+        "t5: causal mask missing",
+        **T5,
+        patches=(('scores = scores.masked_fill(future, float("-inf"))', "scores = scores"),),
+    ),
+    Mistake("t5: causal mask also hides the diagonal", **T5, patches=((".triu(1)", ".triu(0)"),)),
+    Mistake(
+        "t5: causal attention with bidirectional buckets",
+        **T5,
+        patches=(("t5_bucket(offset, not causal,", "t5_bucket(offset, True,"),),
+    ),
+    Mistake(
+        "t5: attention ignores max_distance (default 128)",
+        **T5,
+        patches=(("bias_table.shape[0], max_distance)", "bias_table.shape[0])"),),
+    ),
+    Mistake("t5: softmax over the queries", **T5, patches=(("scores.softmax(dim=-1)", "scores.softmax(dim=-2)"),)),
+    Mistake(
+        "t5: bias detached from the table (the table learns nothing)",
+        **T5,
+        patches=(("bias = bias_table[buckets]", "bias = bias_table.detach()[buckets]"),),
+    ),
 ]
 
 # ---------------------------------------------------------------- shortcuts: the library's answer or a built-in
@@ -399,6 +499,116 @@ def _smoothing(body, header=""):
 """
 
 
+# Part F shortcuts reuse the solution's own (correct) half of the cell, so that the blocked call is the only difference.
+_T5_SOLUTION = answer_source(UNIT, "t5bias_answer")
+_T5_BUCKET = _T5_SOLUTION[: _T5_SOLUTION.index("def relative_attention")]
+_T5_ATTENTION = _T5_SOLUTION[_T5_SOLUTION.index("def relative_attention") :]
+_T5_SIGNATURE = """\
+def relative_attention(q, k, v, bias_table, causal=False, max_distance=128):
+    \"\"\"q, k, v (B, H, T, d_head), bias_table (num_buckets, H) -> (B, H, T, d_head).\"\"\"
+"""
+_T5_MASK = """\
+    seq_len = q.shape[-2]
+    position = torch.arange(seq_len)
+    buckets = t5_bucket(position[None, :] - position[:, None], not causal, bias_table.shape[0], max_distance)
+    mask = bias_table[buckets].permute(2, 0, 1)                          # (H, T, T)
+    if causal:
+        mask = mask.masked_fill(torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1), float("-inf"))
+"""
+
+
+def _t5_sdpa(call, header=""):
+    """The solution's t5_bucket, and attention through a blocked SDPA reached by ``call``."""
+    return f"{header}{_T5_BUCKET}{_T5_SIGNATURE}{_T5_MASK}    return {call}\n"
+
+
+T5_BUCKET_ALIAS = (
+    """\
+import course_utils.taming as T
+
+_library_buckets = T.t5_buckets
+
+
+def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    \"\"\"relative_position (...) int: key position - query position -> (...) int64 bucket ids.\"\"\"
+    return _library_buckets(relative_position, bidirectional, num_buckets, max_distance)
+
+
+"""
+    + _T5_ATTENTION
+)
+
+T5_BIAS_SUBCLASS = (
+    "from course_utils.taming import RelativePositionBias as _LibraryBias\n\n\n"
+    + _T5_BUCKET
+    + """\
+class _TableBias(_LibraryBias):
+    \"\"\"The lecture's module, with its embedding swapped for the given table.\"\"\"
+
+
+"""
+    + _T5_SIGNATURE
+    + """\
+    seq_len = q.shape[-2]
+    module = _TableBias(bias_table.shape[1], bias_table.shape[0], max_distance, bidirectional=not causal)
+    bias = torch.func.functional_call(module, {"embedding.weight": bias_table}, (seq_len, seq_len))   # (H, T, T)
+    scores = q @ k.transpose(-2, -1) + bias
+    if causal:
+        scores = scores.masked_fill(torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1), float("-inf"))
+    return scores.softmax(dim=-1) @ v
+"""
+)
+
+T5_BIAS_FORWARD_ALIAS = (
+    "import course_utils.taming as T\n\n_bias_forward = T.RelativePositionBias.forward\n\n\n"
+    + _T5_BUCKET
+    + """\
+class _Table:
+    \"\"\"Just enough of an nn.Embedding: .weight and a lookup that keeps the gradient.\"\"\"
+
+    def __init__(self, weight):
+        self.weight = weight
+
+    def __call__(self, ids):
+        return self.weight[ids]
+
+
+class _Settings:
+    def __init__(self, bias_table, bidirectional, max_distance):
+        self.embedding = _Table(bias_table)
+        self.num_buckets, self.max_distance, self.bidirectional = bias_table.shape[0], max_distance, bidirectional
+
+
+"""
+    + _T5_SIGNATURE
+    + """\
+    seq_len = q.shape[-2]
+    bias = _bias_forward(_Settings(bias_table, not causal, max_distance), seq_len, seq_len)   # (H, T, T)
+    scores = q @ k.transpose(-2, -1) + bias
+    if causal:
+        scores = scores.masked_fill(torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1), float("-inf"))
+    return scores.softmax(dim=-1) @ v
+"""
+)
+
+T5_GPT_ATTENTION = (
+    "import math\n\nfrom course_utils.gpt import CausalSelfAttention as _GPTAttention, GPTConfig as _GPTConfig\n\n\n"
+    + _T5_BUCKET
+    + _T5_SIGNATURE
+    + _T5_MASK
+    + """\
+    batch_size, num_heads, _, d_head = q.shape
+    attention = _GPTAttention(_GPTConfig(vocab_size=2, num_heads=num_heads, d_model=num_heads * d_head))
+    merged = [t.transpose(1, 2).reshape(batch_size, seq_len, num_heads * d_head) for t in (q * math.sqrt(d_head), k, v)]
+    del attention.qkv, attention.proj
+    attention.qkv = lambda x: torch.cat(merged, dim=-1)                  # the given q, k, v instead of projections
+    attention.proj = nn.Identity()
+    out = attention(torch.zeros(batch_size, seq_len, num_heads * d_head, dtype=q.dtype), bias=mask)
+    return out.view(batch_size, seq_len, num_heads, d_head).transpose(1, 2)
+"""
+)
+
+
 SHORTCUTS = [
     Mistake(
         "shortcut (alias): course_utils.taming.warmup_cosine under another name", **SCHEDULE, source=SCHEDULE_ALIAS
@@ -466,6 +676,36 @@ SHORTCUTS = [
         "shortcut (path): torch.nn.modules.loss.CrossEntropyLoss",
         **SMOOTH,
         source=_smoothing("torch.nn.modules.loss.CrossEntropyLoss(label_smoothing=smoothing)(logits, targets)"),
+    ),
+    Mistake("shortcut (alias): course_utils.taming.t5_buckets under another name", **T5, source=T5_BUCKET_ALIAS),
+    Mistake("shortcut (subclass): of course_utils.taming.RelativePositionBias", **T5, source=T5_BIAS_SUBCLASS),
+    Mistake(
+        "shortcut (alias): course_utils.taming.RelativePositionBias.forward on a stand-in object",
+        **T5,
+        source=T5_BIAS_FORWARD_ALIAS,
+    ),
+    Mistake(
+        "shortcut (path): torch.ops.aten.scaled_dot_product_attention with the bias as a float mask",
+        **T5,
+        source=_t5_sdpa("torch.ops.aten.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)"),
+    ),
+    Mistake(
+        "shortcut (path): torch._scaled_dot_product_attention_math, the operator behind F.scaled_dot_product_attention",
+        **T5,
+        source=_t5_sdpa("torch._scaled_dot_product_attention_math(q, k, v, attn_mask=mask, scale=1.0)[0]"),
+    ),
+    Mistake(
+        "shortcut (path): F.scaled_dot_product_attention in a functools.partial taken before the test",
+        **T5,
+        source=_t5_sdpa(
+            "_attend(q, k, v, attn_mask=mask)",
+            "import functools\n\n_attend = functools.partial(F.scaled_dot_product_attention, scale=1.0)\n\n\n",
+        ),
+    ),
+    Mistake(
+        "shortcut (path): course_utils.gpt.CausalSelfAttention with its projections replaced by the given q, k, v",
+        **T5,
+        source=T5_GPT_ATTENTION,
     ),
 ]
 
