@@ -174,6 +174,205 @@ def additive_scores(query, key, W_q, W_k, w_v):
         return _Scorer(W_q, W_k, w_v).scores(query, key)
 """
 
+_CROSS_PAD = "visible = visible & (positions[None, None, :] < memory_lengths[:, None, None])  # padded keys"
+_CROSS_CAUSAL = "visible = visible & torch.ones(T_q, T_k, dtype=torch.bool, device=x.device).tril(T_k - T_q)"
+_CROSS_ATTEND = (
+    "out, weights = scaled_dot_product_attention(q, k, v, visible[:, None])  # (B, H, T_q, d_v), (B, H, T_q, T_k)"
+)
+_CROSS_RET = "return merge_heads(out) @ W_o.T, weights  # (B, T_q, H*d_v) -> (B, T_q, D_out)"
+_GQA_K = "key = key.repeat_interleave(group_size, dim=1)"
+_GQA_V = "value = value.repeat_interleave(group_size, dim=1)"
+_GQA_ATTEND = "scaled_dot_product_attention(query, key, value, mask)"
+_GQA_RET = "return output, weights"
+
+
+def _own_scores(scale: str, mask: str) -> str:
+    """The attention written out by hand (instead of calling Part B), scaled by ``scale``."""
+    return (
+        f"scores = q @ k.transpose(-2, -1) / math.sqrt({scale})  # (B, H, T_q, T_k)\n"
+        f"    weights = masked_softmax(scores, {mask})  # (B, H, T_q, T_k)\n"
+        "    out = weights @ v  # (B, H, T_q, d_v)"
+    )
+
+
+# Shortcuts of Parts F and G (correct cells that reach a blocked function, as above).
+_CROSS_MASK = """\
+    T_q, T_k = x.shape[1], memory.shape[1]
+    visible = torch.ones(x.shape[0], 1, T_q, T_k, dtype=torch.bool)  # (B, 1, T_q, T_k)
+    if memory_lengths is not None:
+        visible = visible & (torch.arange(T_k) < memory_lengths[:, None])[:, None, None, :]
+    if causal:
+        visible = visible & torch.ones(T_q, T_k, dtype=torch.bool).tril(T_k - T_q)
+"""
+_CROSS_ALIAS = (
+    """\
+import torch
+from course_utils.attention import merge_heads as _merge
+from course_utils.attention import scaled_dot_product_attention as _attend
+from course_utils.attention import split_heads as _split
+
+
+def cross_attention(x, memory, W_q, W_k, W_v, W_o, num_heads, memory_lengths=None, causal=False):
+"""
+    + _CROSS_MASK
+    + """\
+    q, k, v = (_split(t, num_heads) for t in (x @ W_q.T, memory @ W_k.T, memory @ W_v.T))
+    out, weights = _attend(q, k, v, visible)
+    return _merge(out) @ W_o.T, weights
+"""
+)
+_CROSS_C_PATH = (
+    """\
+import torch
+
+_attend = torch._C._nn.scaled_dot_product_attention
+
+
+def cross_attention(x, memory, W_q, W_k, W_v, W_o, num_heads, memory_lengths=None, causal=False):
+"""
+    + _CROSS_MASK
+    + """\
+    B = x.shape[0]
+    heads = lambda t: t.reshape(B, t.shape[1], num_heads, -1).transpose(1, 2)  # (B, H, T, d)
+    q, k, v = heads(x @ W_q.T), heads(memory @ W_k.T), heads(memory @ W_v.T)
+    out = _attend(q, k, v, attn_mask=visible).nan_to_num(0.0)  # (B, H, T_q, d_v)
+    eye = torch.eye(T_k, dtype=x.dtype).expand(B, num_heads, T_k, T_k)  # values = I give the weights
+    weights = _attend(q, k, eye, attn_mask=visible).nan_to_num(0.0)
+    return out.transpose(1, 2).reshape(B, T_q, -1) @ W_o.T, weights
+"""
+)
+_CROSS_ATEN_MATH = (
+    """\
+import torch
+
+_math = torch.ops.aten._scaled_dot_product_attention_math  # returns (output, weights)
+
+
+def cross_attention(x, memory, W_q, W_k, W_v, W_o, num_heads, memory_lengths=None, causal=False):
+"""
+    + _CROSS_MASK
+    + """\
+    B = x.shape[0]
+    heads = lambda t: t.reshape(B, t.shape[1], num_heads, -1).transpose(1, 2)  # (B, H, T, d)
+    bias = torch.zeros(visible.shape, dtype=x.dtype).masked_fill(~visible, float("-inf"))
+    out, weights = _math(heads(x @ W_q.T), heads(memory @ W_k.T), heads(memory @ W_v.T), attn_mask=bias)
+    out, weights = out.nan_to_num(0.0), weights.nan_to_num(0.0)
+    return out.transpose(1, 2).reshape(B, T_q, -1) @ W_o.T, weights
+"""
+)
+_CROSS_MHA_SUBCLASS = (
+    """\
+import math
+
+import torch
+import torch.nn as nn
+
+
+class _Heads(nn.MultiheadAttention):
+    # nn.MultiheadAttention over tensors projected already: identity projections, every head zero-padded
+    def __init__(self, width, num_heads, dtype):
+        super().__init__(width * num_heads, num_heads, bias=False, batch_first=True, dtype=dtype)
+        with torch.no_grad():
+            self.in_proj_weight.copy_(torch.eye(width * num_heads, dtype=dtype).repeat(3, 1))
+            self.out_proj.weight.copy_(torch.eye(width * num_heads, dtype=dtype))
+
+
+def cross_attention(x, memory, W_q, W_k, W_v, W_o, num_heads, memory_lengths=None, causal=False):
+"""
+    + _CROSS_MASK
+    + """\
+    B = x.shape[0]
+    d_k, d_v = W_q.shape[0] // num_heads, W_v.shape[0] // num_heads
+    width = max(d_k, d_v)
+
+    def padded(t, d):  # (B, T, H*d) -> (B, T, H*width), each head zero-padded (q.k does not change)
+        t = t.reshape(B, t.shape[1], num_heads, d)
+        return nn.functional.pad(t, (0, width - d)).reshape(B, t.shape[1], num_heads * width)
+
+    q = padded(x @ W_q.T, d_k) * math.sqrt(width / d_k)  # the module divides by sqrt(width)
+    k, v = padded(memory @ W_k.T, d_k), padded(memory @ W_v.T, d_v)
+    ignore = (~visible).expand(B, num_heads, T_q, T_k).reshape(B * num_heads, T_q, T_k)  # True = ignore
+    out, weights = _Heads(width, num_heads, x.dtype)(q, k, v, attn_mask=ignore, average_attn_weights=False)
+    out = out.nan_to_num(0.0).reshape(B, T_q, num_heads, width)[..., :d_v].reshape(B, T_q, num_heads * d_v)
+    return out @ W_o.T, weights.nan_to_num(0.0)
+"""
+)
+_GQA_ALIAS = """\
+import course_utils.attention as A
+
+_attend_all = A.scaled_dot_product_attention
+
+
+def grouped_query_attention(query, key, value, mask=None):
+    if query.shape[1] % key.shape[1]:
+        raise ValueError("the number of key/value heads must divide the number of query heads")
+    size = query.shape[1] // key.shape[1]
+    return _attend_all(query, key.repeat_interleave(size, dim=1), value.repeat_interleave(size, dim=1), mask)
+"""
+_GQA_BODY = """\
+    if query.shape[1] % key.shape[1]:
+        raise ValueError("the number of key/value heads must divide the number of query heads")
+    B, G, T_k = key.shape[:3]
+    eye = torch.eye(T_k, dtype=query.dtype).expand(B, G, T_k, T_k)  # values = I give the weights
+    output = _gqa_sdpa(query, key, value, attn_mask=mask, enable_gqa=True).nan_to_num(0.0)
+    return output, _gqa_sdpa(query, key, eye, attn_mask=mask, enable_gqa=True).nan_to_num(0.0)
+"""
+_GQA_C_PATH = (
+    """\
+import torch
+
+_gqa_sdpa = torch._C._nn.scaled_dot_product_attention
+
+
+def grouped_query_attention(query, key, value, mask=None):
+"""
+    + _GQA_BODY
+)
+_GQA_ATEN = (
+    """\
+import torch
+
+_gqa_sdpa = torch.ops.aten.scaled_dot_product_attention
+
+
+def grouped_query_attention(query, key, value, mask=None):
+"""
+    + _GQA_BODY
+)
+_GQA_FLEX = """\
+import torch
+from torch.nn.attention.flex_attention import flex_attention as _flex
+
+
+def grouped_query_attention(query, key, value, mask=None):
+    if query.shape[1] % key.shape[1]:
+        raise ValueError("the number of key/value heads must divide the number of query heads")
+    (B, H, T_q, _), (G, T_k) = query.shape, key.shape[1:3]
+    allowed = torch.ones(B, H, T_q, T_k, dtype=torch.bool) if mask is None else mask.expand(B, H, T_q, T_k)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return torch.where(allowed[b, h, q_idx, kv_idx], score, -float("inf"))
+
+    eye = torch.eye(T_k, dtype=query.dtype).expand(B, G, T_k, T_k)  # values = I give the weights
+    output = _flex(query, key, value, score_mod=score_mod, enable_gqa=True).nan_to_num(0.0)
+    return output, _flex(query, key, eye, score_mod=score_mod, enable_gqa=True).nan_to_num(0.0)
+"""
+_GQA_FLATTENED_WRONG = """\
+def grouped_query_attention(query, key, value, mask=None):
+    batch_size, num_heads, T_q, d_k = query.shape
+    num_groups, T_k = key.shape[1], key.shape[2]
+    if num_heads % num_groups != 0:
+        raise ValueError("the number of key/value heads must divide the number of query heads")
+    group_size = num_heads // num_groups
+    q = query.reshape(batch_size, num_groups, group_size, T_q, d_k)  # (B, G, H/G, T_q, d_k), no copies of K, V
+    if mask is not None:
+        mask = mask.expand(batch_size, num_heads, T_q, T_k).reshape(batch_size, num_groups, group_size, T_q, T_k)
+    out, weights = scaled_dot_product_attention(q, key[:, :, None], value[:, :, None], mask)  # (B, G, H/G, T_q, .)
+    out = out.transpose(1, 2).reshape(batch_size, num_heads, T_q, -1)  # heads flattened as (H/G, G): wrong order
+    weights = weights.transpose(1, 2).reshape(batch_size, num_heads, T_q, T_k)
+    return out, weights
+"""
+
 BANK = [
     # ---------------------------------------------------------------- Part A: masked_softmax
     Mistake(
@@ -498,6 +697,206 @@ BANK = [
         answer="additive_answer",
         test="additive_test",
         source=_ADDITIVE_SUBCLASS,
+    ),
+    # ---------------------------------------------------------------- Part F: cross_attention
+    Mistake(
+        "cross: causal mask aligned top-left (tril without the offset T_k - T_q)",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((".tril(T_k - T_q)", ".tril()"),),
+    ),
+    Mistake(
+        "cross: causal offset with the wrong sign (tril(T_q - T_k))",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((".tril(T_k - T_q)", ".tril(T_q - T_k)"),),
+    ),
+    Mistake(
+        "cross: causal mask off by one (j < i + T_k - T_q)",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((".tril(T_k - T_q)", ".tril(T_k - T_q - 1)"),),
+    ),
+    Mistake(
+        "cross: padding mask applied to the queries instead of the memory",
+        answer="cross_answer",
+        test="cross_test",
+        patches=(
+            (
+                _CROSS_PAD,
+                "visible = visible & (torch.arange(T_q)[None, :, None] < memory_lengths[:, None, None])",
+            ),
+        ),
+    ),
+    Mistake(
+        "cross: padding mask off by one (j <= length)",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((_CROSS_PAD, _CROSS_PAD.replace(" < ", " <= ")),),
+    ),
+    Mistake(
+        "cross: padding and causal masks combined with OR",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((_CROSS_CAUSAL, _CROSS_CAUSAL.replace("visible & ", "visible | ")),),
+    ),
+    Mistake(
+        "cross: no mask passed to the attention",
+        answer="cross_answer",
+        test="cross_test",
+        patches=(("scaled_dot_product_attention(q, k, v, visible[:, None])", "scaled_dot_product_attention(q, k, v)"),),
+    ),
+    Mistake(
+        "cross: scores scaled by sqrt(d_v)",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((_CROSS_ATTEND, _own_scores("v.shape[-1]", "visible[:, None]")),),
+    ),
+    Mistake(
+        "cross: scores scaled by sqrt(H * d_k), the projected width",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((_CROSS_ATTEND, _own_scores("W_q.shape[0]", "visible[:, None]")),),
+    ),
+    Mistake(
+        "cross: heads merged interleaved (feature-major)",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((_CROSS_RET, "return out.permute(0, 2, 3, 1).reshape(batch_size, T_q, -1) @ W_o.T, weights"),),
+    ),
+    Mistake(
+        "cross: heads merged without the transpose",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((_CROSS_RET, "return out.reshape(batch_size, T_q, -1) @ W_o.T, weights"),),
+    ),
+    Mistake(
+        "cross: W_o not applied",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((_CROSS_RET, "return merge_heads(out), weights"),),
+    ),
+    Mistake(
+        "cross: W_o not transposed",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((_CROSS_RET, "return merge_heads(out) @ W_o, weights"),),
+    ),
+    Mistake(
+        "cross: weights averaged over the heads",
+        answer="cross_answer",
+        test="cross_test",
+        patches=((_CROSS_RET, "return merge_heads(out) @ W_o.T, weights.mean(dim=1)"),),
+    ),
+    Mistake(
+        "shortcut (alias): the course's split_heads, scaled_dot_product_attention and merge_heads",
+        answer="cross_answer",
+        test="cross_test",
+        source=_CROSS_ALIAS,
+    ),
+    Mistake(
+        "shortcut (module path): torch._C._nn.scaled_dot_product_attention, weights from identity values",
+        answer="cross_answer",
+        test="cross_test",
+        source=_CROSS_C_PATH,
+    ),
+    Mistake(
+        "shortcut (torch.ops): aten._scaled_dot_product_attention_math, which returns the weights",
+        answer="cross_answer",
+        test="cross_test",
+        source=_CROSS_ATEN_MATH,
+    ),
+    Mistake(
+        "shortcut (subclass): a subclass of nn.MultiheadAttention over zero-padded heads",
+        answer="cross_answer",
+        test="cross_test",
+        source=_CROSS_MHA_SUBCLASS,
+    ),
+    # ---------------------------------------------------------------- Part G: grouped_query_attention
+    Mistake(
+        "gqa: repeat instead of repeat_interleave (groups tiled, head h gets group h % G)",
+        answer="gqa_answer",
+        test="gqa_test",
+        patches=(
+            (_GQA_K, "key = key.repeat(1, group_size, 1, 1)"),
+            (_GQA_V, "value = value.repeat(1, group_size, 1, 1)"),
+        ),
+    ),
+    Mistake(
+        "gqa: group index h % G",
+        answer="gqa_answer",
+        test="gqa_test",
+        patches=(
+            (_GQA_K, "key = key[:, torch.arange(num_heads) % num_groups]"),
+            (_GQA_V, "value = value[:, torch.arange(num_heads) % num_groups]"),
+        ),
+    ),
+    Mistake(
+        "gqa: keys interleaved right, values tiled",
+        answer="gqa_answer",
+        test="gqa_test",
+        patches=((_GQA_V, "value = value.repeat(1, group_size, 1, 1)"),),
+    ),
+    Mistake(
+        "gqa: scores scaled by sqrt(d_v)",
+        answer="gqa_answer",
+        test="gqa_test",
+        patches=(
+            (
+                "output, weights = " + _GQA_ATTEND,
+                "scores = query @ key.transpose(-2, -1) / math.sqrt(value.shape[-1])\n"
+                "    weights = masked_softmax(scores, mask)\n"
+                "    output = weights @ value",
+            ),
+        ),
+    ),
+    Mistake(
+        "gqa: mask ignored",
+        answer="gqa_answer",
+        test="gqa_test",
+        patches=((_GQA_ATTEND, "scaled_dot_product_attention(query, key, value)"),),
+    ),
+    Mistake(
+        "gqa: broadcast over groups, heads flattened back in the wrong order",
+        answer="gqa_answer",
+        test="gqa_test",
+        source=_GQA_FLATTENED_WRONG,
+    ),
+    Mistake(
+        "gqa: weights averaged over the heads of a group",
+        answer="gqa_answer",
+        test="gqa_test",
+        patches=((_GQA_RET, "return output, weights.unflatten(1, (num_groups, group_size)).mean(dim=2)"),),
+    ),
+    Mistake(
+        "gqa: no ValueError when G does not divide H",
+        answer="gqa_answer",
+        test="gqa_test",
+        patches=(("if num_heads % num_groups != 0:", "if False:"),),
+    ),
+    Mistake(
+        "shortcut (alias): the course's scaled_dot_product_attention on repeated keys and values",
+        answer="gqa_answer",
+        test="gqa_test",
+        source=_GQA_ALIAS,
+    ),
+    Mistake(
+        "shortcut (module path): torch._C._nn.scaled_dot_product_attention with enable_gqa=True",
+        answer="gqa_answer",
+        test="gqa_test",
+        source=_GQA_C_PATH,
+    ),
+    Mistake(
+        "shortcut (torch.ops): aten.scaled_dot_product_attention with enable_gqa=True",
+        answer="gqa_answer",
+        test="gqa_test",
+        source=_GQA_ATEN,
+    ),
+    Mistake(
+        "shortcut (flex_attention): flex_attention with enable_gqa=True and a masking score_mod",
+        answer="gqa_answer",
+        test="gqa_test",
+        source=_GQA_FLEX,
     ),
 ]
 
