@@ -504,7 +504,253 @@ def bpe_encode(word, merges):
     return BPETokenizer([tuple(m) for m in merges], Vocab(symbols)).tokenize(word)
 ''',
     ),
-    # ---------------------------------------------------------------- Part F: char_ngrams
+    # ---------------------------------------------------------------- Part F: bpe_tokenize / bpe_detokenize
+    Mistake(
+        "bpe fallback: merges ranked in sorted order, not learned order",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(("enumerate(merges)", "enumerate(sorted(merges))"),),
+    ),
+    Mistake(
+        "bpe fallback: merges ranked last learned first",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(("enumerate(merges)", "enumerate(reversed(merges))"),),
+    ),
+    Mistake(
+        "bpe fallback: rightmost occurrence of the best pair merged first",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(
+            ("best, k = min((rank.get(pair, len(rank)), k)", "best, k = min((rank.get(pair, len(rank)), -k)"),
+            ("            if best == len(rank):\n", "            k = -k\n            if best == len(rank):\n"),
+        ),
+    ),
+    Mistake(
+        "bpe fallback: greedy longest match in the vocabulary (WordPiece) instead of the merges",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        source='''import re
+
+CHUNK_RE = re.compile(r" ?[^\\W\\d]+| ?\\d+| ?[^\\w\\s]+|\\s+(?!\\S)|\\s+")
+
+
+def bpe_tokenize(text, merges, vocab):
+    """str, list of merges (a, b) in learned order, dict token -> id -> list of int ids."""
+    ids = []
+    for chunk in CHUNK_RE.findall(text):
+        start = 0
+        while start < len(chunk):
+            end = len(chunk)
+            while end > start + 1 and chunk[start:end] not in vocab:  # the longest piece in the vocabulary
+                end -= 1
+            piece = chunk[start:end]
+            if piece in vocab:
+                ids.append(vocab[piece])
+            else:
+                ids.extend(vocab[f"<0x{byte:02X}>"] for byte in piece.encode("utf-8"))
+            start = end
+    return ids
+
+
+def bpe_detokenize(ids, vocab):
+    """list of int ids -> str: the tokens joined, each run of byte tokens decoded together as UTF-8."""
+    token_of = {i: token for token, i in vocab.items()}
+    raw = bytearray()
+    for i in ids:
+        token = token_of[i]
+        if token.startswith("<0x") and token.endswith(">") and len(token) == 6:
+            raw.append(int(token[3:5], 16))
+        else:
+            raw += token.encode("utf-8")
+    return raw.decode("utf-8")
+''',
+    ),
+    Mistake(
+        "bpe fallback: chunks by str.split(), so the spaces are lost",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(("in CHUNK_RE.findall(text):", "in text.split():"),),
+    ),
+    Mistake(
+        "bpe fallback: no chunks, merges run across the whole text",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(("in CHUNK_RE.findall(text):", "in ([text] if text else []):"),),
+    ),
+    Mistake(
+        "bpe fallback: one byte token per character (its code point), not per UTF-8 byte",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(('for byte in symbol.encode("utf-8")', "for byte in map(ord, symbol)"),),
+    ),
+    Mistake(
+        "bpe fallback: latin-1 bytes instead of UTF-8 when encoding",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(('symbol.encode("utf-8")', 'symbol.encode("latin-1", errors="replace")'),),
+    ),
+    Mistake(
+        "bpe fallback: byte runs decoded as latin-1 instead of UTF-8",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(
+            (
+                '            pieces.append(run.decode("utf-8"))\n            run = bytearray()',
+                '            pieces.append(run.decode("latin-1"))\n            run = bytearray()',
+            ),
+            (
+                '    if run:\n        pieces.append(run.decode("utf-8"))\n    return',
+                '    if run:\n        pieces.append(run.decode("latin-1"))\n    return',
+            ),
+        ),
+    ),
+    Mistake(
+        "bpe fallback: unknown characters become <unk>",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(
+            (
+                'ids.extend(vocab[f"<0x{byte:02X}>"] for byte in symbol.encode("utf-8"))',
+                'ids.append(vocab.get("<unk>", UNK_ID))',
+            ),
+        ),
+    ),
+    Mistake(
+        "bpe fallback: byte ids computed as 4 + byte (the library's layout) instead of looked up",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(('vocab[f"<0x{byte:02X}>"] for byte', "4 + byte for byte"),),
+    ),
+    Mistake(
+        "bpe fallback: byte tokens in lowercase hex",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(("{byte:02X}", "{byte:02x}"),),
+    ),
+    Mistake(
+        "bpe fallback: each byte token decoded on its own",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(
+            (
+                "            run.append(int(found.group(1), 16))\n",
+                '            pieces.append(bytes([int(found.group(1), 16)]).decode("utf-8", errors="replace"))\n',
+            ),
+        ),
+    ),
+    Mistake(
+        "bpe fallback: a byte run at the end of the ids is dropped",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(('    if run:\n        pieces.append(run.decode("utf-8"))\n    return', "    return"),),
+    ),
+    Mistake(
+        "bpe fallback: tokens joined with spaces",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        patches=(('"".join(pieces)', '" ".join(pieces)'),),
+    ),
+    Mistake(
+        "shortcut (alias): the library's BPETokenizer under another name, on a stand-in vocabulary",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        source='''import re
+
+import course_utils.text as _lib
+
+CHUNK_RE = re.compile(r" ?[^\\W\\d]+| ?\\d+| ?[^\\w\\s]+|\\s+(?!\\S)|\\s+")
+_Tokenizer = _lib.BPETokenizer
+
+
+class _Table:
+    """The little of a Vocab that BPETokenizer uses: membership, stoi and decode to tokens."""
+
+    def __init__(self, vocab):
+        self.stoi = dict(vocab)
+        self.itos = {i: token for token, i in vocab.items()}
+
+    def __contains__(self, token):
+        return token in self.stoi
+
+    def decode(self, ids):
+        return [self.itos[i] for i in ids]
+
+
+def bpe_tokenize(text, merges, vocab):
+    """str, list of merges (a, b) in learned order, dict token -> id -> list of int ids."""
+    return _Tokenizer([tuple(m) for m in merges], _Table(vocab)).encode(text)
+
+
+def bpe_detokenize(ids, vocab):
+    """list of int ids -> str: the tokens joined, each run of byte tokens decoded together as UTF-8."""
+    return _Tokenizer([], _Table(vocab)).decode(list(ids))
+''',
+    ),
+    Mistake(
+        "shortcut (path, borrowed methods): BPETokenizer.tokenize and .decode called unbound on a stand-in",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        source='''import re
+import types
+
+from course_utils import text as _lib
+
+CHUNK_RE = re.compile(r" ?[^\\W\\d]+| ?\\d+| ?[^\\w\\s]+|\\s+(?!\\S)|\\s+")
+_tokenize, _decode = _lib.BPETokenizer.tokenize, _lib.BPETokenizer.decode
+
+
+def bpe_tokenize(text, merges, vocab):
+    """str, list of merges (a, b) in learned order, dict token -> id -> list of int ids."""
+    ranks = {tuple(pair): r for r, pair in enumerate(merges)}
+    stand_in = types.SimpleNamespace(ranks=ranks, vocab=vocab, _cache={})
+    return [vocab[token] for token in _tokenize(stand_in, text)]
+
+
+def bpe_detokenize(ids, vocab):
+    """list of int ids -> str: the tokens joined, each run of byte tokens decoded together as UTF-8."""
+    itos = {i: token for token, i in vocab.items()}
+    table = types.SimpleNamespace(decode=lambda ids: [itos[i] for i in ids])
+    return _decode(types.SimpleNamespace(vocab=table), list(ids))
+''',
+    ),
+    Mistake(
+        "shortcut (core helper): the library's apply_bpe segments each chunk",
+        answer="bpe_fallback_answer",
+        test="bpe_fallback_test",
+        source='''import re
+
+from course_utils.text import apply_bpe as _segment
+
+CHUNK_RE = re.compile(r" ?[^\\W\\d]+| ?\\d+| ?[^\\w\\s]+|\\s+(?!\\S)|\\s+")
+
+
+def bpe_tokenize(text, merges, vocab):
+    """str, list of merges (a, b) in learned order, dict token -> id -> list of int ids."""
+    ids = []
+    for chunk in CHUNK_RE.findall(text):
+        for symbol in _segment(chunk, list(merges)):
+            if symbol in vocab:
+                ids.append(vocab[symbol])
+            else:
+                ids.extend(vocab[f"<0x{byte:02X}>"] for byte in symbol.encode("utf-8"))
+    return ids
+
+
+def bpe_detokenize(ids, vocab):
+    """list of int ids -> str: the tokens joined, each run of byte tokens decoded together as UTF-8."""
+    token_of = {i: token for token, i in vocab.items()}
+    raw = bytearray()
+    for i in ids:
+        token = token_of[i]
+        if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+            raw.append(int(token[3:5], 16))
+        else:
+            raw += token.encode("utf-8")
+    return raw.decode("utf-8")
+''',
+    ),
+    # ---------------------------------------------------------------- Part G: char_ngrams
     Mistake(
         "ngrams: no boundary markers",
         answer="ngrams_answer",
