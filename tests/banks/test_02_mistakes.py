@@ -10,7 +10,7 @@ from notebook_cells import Mistake, bank_tests
 UNIT = "02_evaluation"
 
 BANK = [
-    # (a) masked perplexity from logits
+    # (A) masked perplexity from logits
     Mistake(
         "mean over padded positions",
         answer="perplexity_answer",
@@ -133,7 +133,171 @@ def masked_perplexity(logits, targets, mask):
     return torch.exp(_ce(logits.reshape(-1, logits.shape[-1]), flat_targets, smoothing=0.0))
 ''',
     ),
-    # (b) clipped counts
+    # (B) bits per character of one text under any tokenization
+    Mistake(
+        "bits per token: divided by the number of tokens, not characters",
+        answer="bpc_answer",
+        test="bpc_test",
+        patches=(("return total_bits / num_chars.sum()", "return total_bits / real_targets.shape[0]"),),
+    ),
+    Mistake(
+        "nats per character: natural log, no conversion to bits",
+        answer="bpc_answer",
+        test="bpc_test",
+        patches=(("total_bits = total_nats / math.log(2)", "total_bits = total_nats"),),
+    ),
+    Mistake(
+        "nats to bits the wrong way round (times ln 2)",
+        answer="bpc_answer",
+        test="bpc_test",
+        patches=(("total_bits = total_nats / math.log(2)", "total_bits = total_nats * math.log(2)"),),
+    ),
+    Mistake(
+        "padding counted: the whole flattened batch scored, padded targets as token 0",
+        answer="bpc_answer",
+        test="bpc_test",
+        patches=(
+            ("real_logits = logits[mask]", "real_logits = logits.reshape(-1, logits.shape[-1])"),
+            ("real_targets = targets[mask]", "real_targets = targets.reshape(-1).clamp(min=0)"),
+        ),
+    ),
+    Mistake(
+        "mean of the rows' bpc instead of total bits over total characters",
+        answer="bpc_answer",
+        test="bpc_test",
+        source='''def bits_per_character(logits, targets, mask, num_chars):
+    """Bits per character of the text spelled by the real tokens of a padded batch."""
+    log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
+    token_logp = log_probs.gather(-1, targets.masked_fill(~mask, 0).unsqueeze(-1)).squeeze(-1)  # (B, T)
+    row_bits = -(token_logp * mask).sum(dim=1) / math.log(2)  # (B,)
+    return (row_bits / num_chars).mean()
+''',
+    ),
+    Mistake(
+        "characters of the padded batch: every row as long as the longest",
+        answer="bpc_answer",
+        test="bpc_test",
+        patches=(
+            ("return total_bits / num_chars.sum()", "return total_bits / (num_chars.max() * num_chars.shape[0])"),
+        ),
+    ),
+    Mistake(
+        "log of softmax underflows for a confident model",
+        answer="bpc_answer",
+        test="bpc_test",
+        patches=(("torch.log_softmax(real_logits, dim=-1)", "torch.log(torch.softmax(real_logits, dim=-1))"),),
+    ),
+    Mistake(
+        "softmax over the tokens instead of the vocabulary",
+        answer="bpc_answer",
+        test="bpc_test",
+        patches=(("torch.log_softmax(real_logits, dim=-1)", "torch.log_softmax(real_logits, dim=0)"),),
+    ),
+    Mistake(
+        "returns a Python float",
+        answer="bpc_answer",
+        test="bpc_test",
+        patches=(("return total_bits / num_chars.sum()", "return (total_bits / num_chars.sum()).item()"),),
+    ),
+    Mistake(
+        "shortcut (alias): the library's cross_entropy_from_logits under another name, times the token count",
+        answer="bpc_answer",
+        test="bpc_test",
+        source='''import course_utils.lm as _lm
+
+_mean_nll = _lm.cross_entropy_from_logits
+
+
+def bits_per_character(logits, targets, mask, num_chars):
+    """Bits per character of the text spelled by the real tokens of a padded batch."""
+    total_nats = _mean_nll(logits, targets, mask) * mask.sum()
+    return total_nats / math.log(2) / num_chars.sum()
+''',
+    ),
+    Mistake(
+        "shortcut (library): the course's bits_per_char converts the total",
+        answer="bpc_answer",
+        test="bpc_test",
+        source='''from course_utils.lm import bits_per_char as _to_bits
+
+
+def bits_per_character(logits, targets, mask, num_chars):
+    """Bits per character of the text spelled by the real tokens of a padded batch."""
+    log_probs = torch.log_softmax(logits[mask], dim=-1)  # (N, V)
+    total_nats = -log_probs[torch.arange(log_probs.shape[0]), targets[mask]].sum()
+    return _to_bits(total_nats) / num_chars.sum()
+''',
+    ),
+    Mistake(
+        "shortcut (path): F.cross_entropy's C function with reduction sum",
+        answer="bpc_answer",
+        test="bpc_test",
+        source='''def bits_per_character(logits, targets, mask, num_chars):
+    """Bits per character of the text spelled by the real tokens of a padded batch."""
+    ignored = targets.masked_fill(~mask, -100)  # (B, T)
+    total_nats = torch._C._nn.cross_entropy_loss(logits.transpose(1, 2), ignored, None, 2, -100, 0.0)
+    return total_nats / math.log(2) / num_chars.sum()
+''',
+    ),
+    Mistake(
+        "shortcut (operator): torch.ops.aten.cross_entropy_loss",
+        answer="bpc_answer",
+        test="bpc_test",
+        source='''def bits_per_character(logits, targets, mask, num_chars):
+    """Bits per character of the text spelled by the real tokens of a padded batch."""
+    total_nats = torch.ops.aten.cross_entropy_loss(logits[mask], targets[mask], None, 2)
+    return total_nats / math.log(2) / num_chars.sum()
+''',
+    ),
+    Mistake(
+        "shortcut (path): nn.CrossEntropyLoss(reduction='sum') by its module path, built before the test",
+        answer="bpc_answer",
+        test="bpc_test",
+        source='''import torch.nn.modules.loss
+
+_loss = torch.nn.modules.loss.CrossEntropyLoss(reduction="sum")
+
+
+def bits_per_character(logits, targets, mask, num_chars):
+    """Bits per character of the text spelled by the real tokens of a padded batch."""
+    return _loss(logits[mask], targets[mask]) / math.log(2) / num_chars.sum()
+''',
+    ),
+    Mistake(
+        "shortcut (subclass): a loss derived from nn.NLLLoss",
+        answer="bpc_answer",
+        test="bpc_test",
+        source='''class _SummedNLL(torch.nn.NLLLoss):
+    """NLL summed over the tokens."""
+
+    def __init__(self):
+        super().__init__(reduction="sum")
+
+
+def bits_per_character(logits, targets, mask, num_chars):
+    """Bits per character of the text spelled by the real tokens of a padded batch."""
+    log_probs = torch.log_softmax(logits[mask], dim=-1)  # (N, V)
+    return _SummedNLL()(log_probs, targets[mask]) / math.log(2) / num_chars.sum()
+''',
+    ),
+    Mistake(
+        "shortcut (path): F.nll_loss with reduction sum, taken before the test with functools.partial",
+        answer="bpc_answer",
+        test="bpc_test",
+        source='''import functools
+
+import torch.nn.functional
+
+_summed_nll = functools.partial(torch.nn.functional.nll_loss, reduction="sum")
+
+
+def bits_per_character(logits, targets, mask, num_chars):
+    """Bits per character of the text spelled by the real tokens of a padded batch."""
+    log_probs = torch.log_softmax(logits[mask], dim=-1)  # (N, V)
+    return _summed_nll(log_probs, targets[mask]) / math.log(2) / num_chars.sum()
+''',
+    ),
+    # (C) clipped counts
     Mistake(
         "unclipped counts",
         answer="clip_answer",
@@ -244,7 +408,7 @@ def clipped_counts(hypothesis, references, n):
     return _Count(args, 0), _Count(args, 1)
 ''',
     ),
-    # (c) brevity penalty
+    # (D) brevity penalty
     Mistake(
         "BP with c and r swapped",
         answer="bp_answer",
@@ -306,7 +470,7 @@ def brevity_penalty(c, r):
     return float(_stats_to_bleu([1], [1], c, r, smooth="none").bp)
 ''',
     ),
-    # (d) corpus BLEU
+    # (E) corpus BLEU
     Mistake(
         "no brevity penalty",
         answer="bleu_answer",
@@ -437,6 +601,180 @@ def corpus_bleu(hypotheses, references, max_n=4):
         return 0.0
     log_precision = sum(math.log(m / t) for m, t in zip(matches, totals)) / max_n
     return 100.0 * brevity_penalty(c, r) * math.exp(log_precision)
+''',
+    ),
+    # (F) smoothed sentence-level BLEU
+    Mistake(
+        "no doubling: every order without a match gets 1 / (2 total)",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(("-math.log(2**zero_orders * t)", "-math.log(2 * t)"),),
+    ),
+    Mistake(
+        "the doubling advances at every order, not only at orders without a match",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(
+            (
+                "        if m == 0:\n            zero_orders += 1\n",
+                "        zero_orders += 1\n        if m == 0:\n",
+            ),
+        ),
+    ),
+    Mistake(
+        "smoothed count not divided by the total (p = 1 / 2^k)",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(("-math.log(2**zero_orders * t)", "-math.log(2**zero_orders)"),),
+    ),
+    Mistake(
+        "smoothing every order: (matches + 1) / (total + 1)",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(
+            ("-math.log(2**zero_orders * t)", "math.log(1 / (t + 1))"),
+            ("math.log(m / t)", "math.log((m + 1) / (t + 1))"),
+        ),
+    ),
+    Mistake(
+        "floor smoothing (0.1 / total) instead of exp",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(("-math.log(2**zero_orders * t)", "math.log(0.1 / t)"),),
+    ),
+    Mistake(
+        "orders without a match left out of the mean",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(
+            (
+                "log_precisions.append(-math.log(2**zero_orders * t))  # exp smoothing: 1 / (2^k total)",
+                "continue",
+            ),
+        ),
+    ),
+    Mistake(
+        "no brevity penalty on the sentence score",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(("100.0 * brevity_penalty(c, r) * math.exp(", "100.0 * math.exp("),),
+    ),
+    Mistake(
+        "shortest reference length instead of the closest",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(
+            (
+                "r = min((len(tokens) for tokens in ref_tokens), key=lambda length: (abs(length - c), length))",
+                "r = min(len(tokens) for tokens in ref_tokens)",
+            ),
+        ),
+    ),
+    Mistake(
+        "ties between reference lengths go to the longer one",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(("(abs(length - c), length)", "(abs(length - c), -length)"),),
+    ),
+    Mistake(
+        "no effective order: the mean divides by max_n",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(("sum(log_precisions) / len(log_precisions)", "sum(log_precisions) / max_n"),),
+    ),
+    Mistake(
+        "no zero when nothing matches: smoothing gives a score anyway",
+        answer="sentence_answer",
+        test="sentence_test",
+        patches=(
+            (
+                "    if all(m == 0 for m, _ in counts):\n        return 0.0  # nothing matches at all: 0 whatever the smoothing\n",
+                "",
+            ),
+        ),
+    ),
+    Mistake(
+        "shortcut (alias): the library's sentence_bleu taken under another name",
+        answer="sentence_answer",
+        test="sentence_test",
+        source='''import course_utils.bleu as _bleu
+
+_library_sentence_bleu = _bleu.sentence_bleu
+
+
+def smoothed_sentence_bleu(hypothesis, references, max_n=4):
+    """Sentence BLEU in [0, 100] with exp smoothing and effective order, whitespace tokenization."""
+    return float(_library_sentence_bleu(hypothesis, list(references), max_n=max_n).score)
+''',
+    ),
+    Mistake(
+        "shortcut (path): sacreBLEU's BLEU class by its module path scores the sentence",
+        answer="sentence_answer",
+        test="sentence_test",
+        source='''import sacrebleu.metrics.bleu
+
+
+def smoothed_sentence_bleu(hypothesis, references, max_n=4):
+    """Sentence BLEU in [0, 100] with exp smoothing and effective order, whitespace tokenization."""
+    scorer = sacrebleu.metrics.bleu.BLEU(tokenize="none", effective_order=True, max_ngram_order=max_n)
+    return float(scorer.sentence_score(hypothesis, list(references)).score)
+''',
+    ),
+    Mistake(
+        "shortcut (static method): own counts, sacreBLEU's BLEU.compute_bleu does the smoothing",
+        answer="sentence_answer",
+        test="sentence_test",
+        source='''from sacrebleu.metrics.bleu import BLEU as _Scorer
+
+_compute = _Scorer.compute_bleu
+
+
+def smoothed_sentence_bleu(hypothesis, references, max_n=4):
+    """Sentence BLEU in [0, 100] with exp smoothing and effective order, whitespace tokenization."""
+    hyp_tokens = hypothesis.split()
+    ref_tokens = [ref.split() for ref in references]
+    c = len(hyp_tokens)
+    r = min((len(tokens) for tokens in ref_tokens), key=lambda length: (abs(length - c), length))
+    counts = [clipped_counts(hyp_tokens, ref_tokens, n) for n in range(1, max_n + 1)]
+    correct, total = [m for m, _ in counts], [t for _, t in counts]
+    return float(_compute(correct, total, c, r, "exp", None, True, max_n).score)
+''',
+    ),
+    Mistake(
+        "shortcut (library): own counts, the library's bleu_from_stats does the smoothing",
+        answer="sentence_answer",
+        test="sentence_test",
+        source='''from course_utils.bleu import bleu_from_stats as _from_stats
+
+
+def smoothed_sentence_bleu(hypothesis, references, max_n=4):
+    """Sentence BLEU in [0, 100] with exp smoothing and effective order, whitespace tokenization."""
+    hyp_tokens = hypothesis.split()
+    ref_tokens = [ref.split() for ref in references]
+    c = len(hyp_tokens)
+    r = min((len(tokens) for tokens in ref_tokens), key=lambda length: (abs(length - c), length))
+    counts = [clipped_counts(hyp_tokens, ref_tokens, n) for n in range(1, max_n + 1)]
+    correct, total = [m for m, _ in counts], [t for _, t in counts]
+    return float(_from_stats(correct, total, c, r, smooth="exp", effective_order=True).score)
+''',
+    ),
+    Mistake(
+        "shortcut (subclass): a scorer derived from sacreBLEU's BLEU, built before the test",
+        answer="sentence_answer",
+        test="sentence_test",
+        source='''import sacrebleu
+
+
+class _SentenceScorer(sacrebleu.BLEU):
+    """sacreBLEU's BLEU with the sentence-level defaults."""
+
+
+_SCORERS = {n: _SentenceScorer(tokenize="none", effective_order=True, max_ngram_order=n) for n in range(1, 5)}
+
+
+def smoothed_sentence_bleu(hypothesis, references, max_n=4):
+    """Sentence BLEU in [0, 100] with exp smoothing and effective order, whitespace tokenization."""
+    return float(_SCORERS[max_n].sentence_score(hypothesis, list(references)).score)
 ''',
     ),
 ]
