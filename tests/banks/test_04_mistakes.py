@@ -196,7 +196,108 @@ BANK = [
             ("    raise ValueError(f\"how must be 'last', 'mean' or 'max', got {how!r}\")\n", "    return None\n"),
         ),
     ),
-    # ---------------------------------------------------------------- Part D: AddingModel
+    # ---------------------------------------------------------------- Part D: bigru_layer
+    Mistake(
+        "bigru: backward direction starts at T - 1 and reads the padding first",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "h = torch.where(real[:, t], gru_cell(x[:, t], h, *bwd), h)  # (B, H)",
+                "h = gru_cell(x[:, t], h, *bwd)  # (B, H)",
+            ),
+        ),
+    ),
+    Mistake(
+        "bigru: padded outputs not zeroed",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(("    output = output * real  # zeros at padded steps\n", ""),),
+    ),
+    Mistake(
+        "bigru: output concatenated as [backward, forward]",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "torch.cat([torch.stack(outs_f, dim=1), torch.stack(outs_b, dim=1)], dim=-1)",
+                "torch.cat([torch.stack(outs_b, dim=1), torch.stack(outs_f, dim=1)], dim=-1)",
+            ),
+        ),
+    ),
+    Mistake(
+        "bigru: forward state runs on through the padding, h_n[0] at T - 1",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "h = torch.where(real[:, t], gru_cell(x[:, t], h, *fwd), h)  # (B, H)",
+                "h = gru_cell(x[:, t], h, *fwd)  # (B, H)",
+            ),
+        ),
+    ),
+    Mistake(
+        "bigru: h_n[0] read from output[:, T - 1] as for an unpadded batch",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            ("h_n = torch.stack([h_fwd, h], dim=0)", "h_n = torch.stack([output[:, -1, : h.shape[1]], h], dim=0)"),
+        ),
+    ),
+    Mistake(
+        "bigru: backward outputs left in reverse time order",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            ("    outs_b = outs_b[::-1]  # back in time order: outs_b[t] is the state just after reading step t\n", ""),
+        ),
+    ),
+    Mistake(
+        "bigru: forward weights used for the backward direction",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)",
+                "bwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)",
+            ),
+        ),
+    ),
+    Mistake(
+        "bigru: h_n stacked as [backward, forward]",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(("h_n = torch.stack([h_fwd, h], dim=0)", "h_n = torch.stack([h, h_fwd], dim=0)"),),
+    ),
+    Mistake(
+        "bigru: h_n[1] taken at the last real step instead of step 0",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "h_n = torch.stack([h_fwd, h], dim=0)",
+                "h_n = torch.stack([h_fwd, output[torch.arange(batch_size), lengths - 1, h.shape[1] :]], dim=0)",
+            ),
+        ),
+    ),
+    Mistake(
+        "bigru: backward direction starts from the forward final state",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(("    h = torch.zeros_like(h_fwd)  # (B, H)\n", ""),),
+    ),
+    Mistake(
+        "bigru: off by one, step length counted as real",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "torch.arange(seq_len, device=x.device)[None, :] < lengths.to(x.device)[:, None]",
+                "torch.arange(seq_len, device=x.device)[None, :] <= lengths.to(x.device)[:, None]",
+            ),
+        ),
+    ),
+    # ---------------------------------------------------------------- Part E: AddingModel
     Mistake(
         "adding: plain RNN",
         answer="adding_answer",
@@ -446,6 +547,144 @@ ADDING_BUILT_EARLIER = dedent("""\
             return self.inner(x)
     """)
 
+BIGRU_CALLS_GRU = dedent("""\
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the given module on the packed batch
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        output, h_n = gru(packed)
+        output, _ = pad_packed_sequence(output, batch_first=True, total_length=x.shape[1])  # (B, T, 2H)
+        return output, h_n
+    """)
+
+BIGRU_CALLS_GRU_ROWS = dedent("""\
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the given module on each unpadded row
+        batch_size, seq_len, _ = x.shape
+        output = x.new_zeros(batch_size, seq_len, 2 * gru.hidden_size)  # (B, T, 2H)
+        h_n = x.new_zeros(2, batch_size, gru.hidden_size)  # (2, B, H)
+        for b, n in enumerate(lengths.tolist()):
+            out_b, h_b = gru(x[b : b + 1, :n])  # (1, n, 2H), (2, 1, H): no padding in it
+            output[b, :n] = out_b[0]
+            h_n[:, b] = h_b[:, 0]
+        return output, h_n
+    """)
+
+BIGRU_SUBCLASS = dedent('''\
+    class _BiGRU(nn.GRU):
+        """Not nn.GRU by name."""
+
+
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): a subclass of nn.GRU, row by row
+        layer = _BiGRU(gru.input_size, gru.hidden_size, batch_first=True, bidirectional=True).to(x.dtype)
+        layer.load_state_dict(gru.state_dict())
+        batch_size, seq_len, _ = x.shape
+        output = x.new_zeros(batch_size, seq_len, 2 * gru.hidden_size)  # (B, T, 2H)
+        h_n = x.new_zeros(2, batch_size, gru.hidden_size)  # (2, B, H)
+        for b, n in enumerate(lengths.tolist()):
+            out_b, h_b = layer(x[b : b + 1, :n])  # (1, n, 2H), (2, 1, H): no padding in it
+            output[b, :n] = out_b[0]
+            h_n[:, b] = h_b[:, 0]
+        return output, h_n
+    ''')
+
+BIGRU_VF = dedent("""\
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): nn.GRU's operator, row by row
+        params = [gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0,
+                  gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse]
+        batch_size, seq_len, _ = x.shape
+        hidden = gru.hidden_size
+        output = x.new_zeros(batch_size, seq_len, 2 * hidden)  # (B, T, 2H)
+        h_n = x.new_zeros(2, batch_size, hidden)  # (2, B, H)
+        for b, n in enumerate(lengths.tolist()):
+            h0 = x.new_zeros(2, 1, hidden)  # (2, 1, H)
+            out_b, h_b = torch._VF.gru(x[b : b + 1, :n], h0, params, True, 1, 0.0, False, True, True)
+            output[b, :n] = out_b[0]
+            h_n[:, b] = h_b[:, 0]
+        return output, h_n
+    """)
+
+BIGRU_RUN_GRU = dedent("""\
+    import course_utils.gated as G
+
+
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the course's runner per row and direction
+        fwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)
+        bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)
+        batch_size, seq_len, _ = x.shape
+        hidden = gru.hidden_size
+        output = x.new_zeros(batch_size, seq_len, 2 * hidden)  # (B, T, 2H)
+        h_n = x.new_zeros(2, batch_size, hidden)  # (2, B, H)
+        for b, n in enumerate(lengths.tolist()):
+            row = x[b : b + 1, :n]  # (1, n, D)
+            out_f, h_f = G.run_gru(row, *fwd)  # (1, n, H), (1, H)
+            out_b, h_b = G.run_gru(row.flip(1), *bwd)  # (1, n, H), (1, H): reversed row
+            output[b, :n] = torch.cat([out_f[0], out_b[0].flip(0)], dim=-1)
+            h_n[0, b], h_n[1, b] = h_f[0], h_b[0]
+        return output, h_n
+    """)
+
+BIGRU_VF_CELL = dedent("""\
+    import functools
+
+    _step = functools.partial(torch._VF.gru_cell)  # nn.GRUCell's operator, taken before the test
+
+
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the masked loop with nn.GRUCell's operator
+        fwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)
+        bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)
+        batch_size, seq_len, _ = x.shape
+        real = (torch.arange(seq_len)[None, :] < lengths[:, None]).unsqueeze(-1)  # (B, T, 1)
+        h_f = h_b = x.new_zeros(batch_size, gru.hidden_size)  # (B, H)
+        outs_f, outs_b = [], [None] * seq_len
+        for t in range(seq_len):
+            h_f = torch.where(real[:, t], _step(x[:, t], h_f, *fwd), h_f)  # (B, H)
+            outs_f.append(h_f)
+        for t in reversed(range(seq_len)):
+            h_b = torch.where(real[:, t], _step(x[:, t], h_b, *bwd), h_b)  # (B, H)
+            outs_b[t] = h_b
+        output = torch.cat([torch.stack(outs_f, dim=1), torch.stack(outs_b, dim=1)], dim=-1) * real  # (B, T, 2H)
+        return output, torch.stack([h_f, h_b])
+    """)
+
+BIGRU_PAD_HELPERS = dedent("""\
+    from torch.nn.utils.rnn import pad_sequence, unpad_sequence
+
+
+    def _reverse_rows(x, lengths):
+        # x (B, T, D) -> each row's real steps reversed, padded again to T (the helpers do the index work)
+        rows = unpad_sequence(x, lengths, batch_first=True)  # B tensors (length, D)
+        out = pad_sequence([r.flip(0) for r in rows], batch_first=True)  # (B, max length, D)
+        return torch.cat([out, out.new_zeros(x.shape[0], x.shape[1] - out.shape[1], x.shape[2])], dim=1)
+
+
+    def _run(x, real, weights):
+        # your gru_cell over all steps of x (B, T, D); padded steps keep the state -> (B, T, H), final (B, H)
+        h = x.new_zeros(x.shape[0], weights[1].shape[1])  # (B, H)
+        outs = []
+        for t in range(x.shape[1]):
+            h = torch.where(real[:, t], gru_cell(x[:, t], h, *weights), h)  # (B, H)
+            outs.append(h)
+        return torch.stack(outs, dim=1), h  # (B, T, H), (B, H)
+
+
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H)
+        fwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)
+        bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)
+        real = (torch.arange(x.shape[1])[None, :] < lengths[:, None]).unsqueeze(-1)  # (B, T, 1)
+        out_f, h_f = _run(x, real, fwd)
+        out_b, h_b = _run(_reverse_rows(x, lengths), real, bwd)  # in reversed time
+        out_b = _reverse_rows(out_b, lengths)  # (B, T, H) back in time order
+        return torch.cat([out_f, out_b], dim=-1) * real, torch.stack([h_f, h_b])  # (B, T, 2H), (2, B, H)
+    """)
+
 BANK += [
     # ---------------------------------------------------------------- Part A
     Mistake(
@@ -514,7 +753,50 @@ BANK += [
         test="pool_test",
         source=POOL_MASKED_TENSOR,
     ),
-    # ---------------------------------------------------------------- Part D (nn.LSTM is allowed: it is the answer)
+    # ---------------------------------------------------------------- Part D
+    Mistake(
+        "shortcut (path): the given gru module called on pack_padded_sequence",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_CALLS_GRU,
+    ),
+    Mistake(
+        "shortcut (path): the given gru module called on each unpadded row",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_CALLS_GRU_ROWS,
+    ),
+    Mistake(
+        "shortcut (subclass): a subclass of nn.GRU run on each unpadded row",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_SUBCLASS,
+    ),
+    Mistake(
+        "shortcut (path): torch._VF.gru on each unpadded row",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_VF,
+    ),
+    Mistake(
+        "shortcut (alias): course_utils.gated.run_gru per row and direction",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_RUN_GRU,
+    ),
+    Mistake(
+        "shortcut (path): functools.partial(torch._VF.gru_cell) for the steps",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_VF_CELL,
+    ),
+    Mistake(
+        "shortcut (path): unpad_sequence / pad_sequence to reverse each row",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_PAD_HELPERS,
+    ),
+    # ---------------------------------------------------------------- Part E (nn.LSTM is allowed: it is the answer)
     Mistake(
         "shortcut (alias): course_utils.gated.LastStepRegressor wrapped",
         answer="adding_answer",
