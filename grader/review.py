@@ -40,7 +40,9 @@ SUSPICIOUS = {
     "network": r"\bsocket\b|urllib|requests|http\.client",
     "ipython": r"get_ipython|input_transformers|^\s*[%!]",
     "paths": r"/proc\b|solutions|gradebook|\.\./|/job\b",
-    "dynamic-code": r"\bexec\s*\(|\beval\s*\(|\bcompile\s*\(|__import__|importlib",
+    # the built-ins, however reached (``builtins.eval(src)``), but not ``re.compile(...)`` or ``model.eval()``
+    "dynamic-code": r"(?<![\w.])(exec|eval|compile)\s*\(|\.(exec|eval)\s*\((?!\s*\))|(?<!\bre)\.compile\s*\("
+    r"|__import__|importlib",
     "patching": r"setattr\s*\(|mock\b|\b(torch|np|numpy|math|testing|checks|F|nn|builtins)(\s*\.\s*\w+)+\s*=[^=]",
     "torch-internals": r"FunctionMode|DispatchMode|__torch_function__|__torch_dispatch__"
     r"|torch\s*\.\s*library|torch\s*\.\s*_C",

@@ -245,3 +245,33 @@ def test_a_rule_that_fails_flags_the_cell_instead_of_stopping_the_grading(index,
         "ctypes@other_answer",
         "unreviewed (AttributeError)@other_answer",
     ]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "exec(code)\n",
+        "x = eval ('1 + 1')\n",
+        "f = compile(src, 'f', 'exec')\n",
+        "import builtins\nbuiltins.exec(code)\n",
+        "getattr(__builtins__, 'x').eval(src)\n",
+        "fn = torch.compile(model)\n",
+        "__import__('os')\n",
+    ],
+)
+def test_dynamic_code_is_flagged_however_the_builtin_is_reached(source):
+    assert "dynamic-code" in suspicious_constructs(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'CHUNK_RE = re.compile(r" ?\\w+")\n',
+        "model.eval()\n",
+        "net.eval( )\n",
+        "def evaluate(x):\n    return x\n",
+        "executor = None\n",
+    ],
+)
+def test_regexes_and_eval_mode_are_not_dynamic_code(source):
+    assert "dynamic-code" not in suspicious_constructs(source)
