@@ -107,6 +107,62 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     output = out.transpose(0, 1)[..., :d_v].reshape(*batch, T_q, d_v)
     return output, weights.reshape(*batch, T_q, T_k)
 """
+_SOFTMAX_FLEX = """\
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+
+
+def masked_softmax(scores, mask=None):
+    T_q, T_k = scores.shape[-2:]
+    s = scores.reshape(-1, 1, T_q, T_k)  # (N, 1, T_q, T_k): flex wants 4-D
+    keep = torch.ones_like(s, dtype=torch.bool) if mask is None else mask.expand(scores.shape).reshape(s.shape)
+    q, k = s.new_zeros(s.shape[0], 1, T_q, 1), s.new_zeros(s.shape[0], 1, T_k, 1)
+    eye = torch.eye(T_k, dtype=s.dtype).expand(s.shape[0], 1, T_k, T_k)  # values = I give the weights
+
+    def score_mod(score, b, h, q_idx, kv_idx):  # ignore q.k (= 0): the score is the given one
+        return torch.where(keep[b, h, q_idx, kv_idx], s[b, h, q_idx, kv_idx], -float("inf"))
+
+    return flex_attention(q, k, eye, score_mod=score_mod).reshape(scores.shape)
+"""
+_SDPA_FLEX = """\
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+
+
+def scaled_dot_product_attention(query, key, value, mask=None):
+    batch, (T_q, d_k), T_k = query.shape[:-2], query.shape[-2:], key.shape[-2]
+    q, k, v = query.reshape(-1, 1, T_q, d_k), key.reshape(-1, 1, T_k, d_k), value.reshape(-1, 1, T_k, value.shape[-1])
+    keep = None if mask is None else mask.expand(*batch, T_q, T_k).reshape(-1, 1, T_q, T_k)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score if keep is None else torch.where(keep[b, h, q_idx, kv_idx], score, -float("inf"))
+
+    eye = torch.eye(T_k, dtype=query.dtype).expand(q.shape[0], 1, T_k, T_k)  # values = I give the weights
+    output = flex_attention(q, k, v, score_mod=score_mod).reshape(*batch, T_q, -1)
+    weights = flex_attention(q, k, eye, score_mod=score_mod).reshape(*batch, T_q, T_k)
+    return output, weights
+"""
+_SDPA_FLEX_OP = """\
+import torch
+from torch._higher_order_ops import flex_attention as _flex_op  # the operator behind flex_attention
+from torch.nn.attention.flex_attention import create_block_mask
+
+
+def scaled_dot_product_attention(query, key, value, mask=None):
+    batch, (T_q, d_k), T_k = query.shape[:-2], query.shape[-2:], key.shape[-2]
+    q, k, v = query.reshape(-1, 1, T_q, d_k), key.reshape(-1, 1, T_k, d_k), value.reshape(-1, 1, T_k, value.shape[-1])
+    keep = torch.ones(T_q, T_k, dtype=torch.bool) if mask is None else mask
+    keep = keep.expand(*batch, T_q, T_k).reshape(-1, 1, T_q, T_k)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return keep[b, h, q_idx, kv_idx]
+
+    blocks = create_block_mask(mask_mod, q.shape[0], 1, T_q, T_k, device=query.device).as_tuple()
+    eye = torch.eye(T_k, dtype=query.dtype).expand(q.shape[0], 1, T_k, T_k)  # values = I give the weights
+    output = _flex_op(q, k, v, lambda score, *_: score, blocks, d_k**-0.5, {})[0]
+    weights = _flex_op(q, k, eye, lambda score, *_: score, blocks, d_k**-0.5, {})[0]
+    return output.reshape(*batch, T_q, -1), weights.reshape(*batch, T_q, T_k)
+"""
 _SPLIT_ALIAS = """\
 import course_utils.attention as A
 
@@ -357,6 +413,26 @@ def grouped_query_attention(query, key, value, mask=None):
     output = _flex(query, key, value, score_mod=score_mod, enable_gqa=True).nan_to_num(0.0)
     return output, _flex(query, key, eye, score_mod=score_mod, enable_gqa=True).nan_to_num(0.0)
 """
+_GQA_FLEX_OP = """\
+import torch
+from torch._higher_order_ops import flex_attention as _flex_op  # the operator behind flex_attention
+from torch.nn.attention.flex_attention import create_block_mask
+
+
+def grouped_query_attention(query, key, value, mask=None):
+    if query.shape[1] % key.shape[1]:
+        raise ValueError("the number of key/value heads must divide the number of query heads")
+    (B, H, T_q, d_k), (G, T_k) = query.shape, key.shape[1:3]
+    keep = torch.ones(B, H, T_q, T_k, dtype=torch.bool) if mask is None else mask.expand(B, H, T_q, T_k)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return keep[b, h, q_idx, kv_idx]
+
+    blocks = create_block_mask(mask_mod, B, H, T_q, T_k, device=query.device).as_tuple()
+    eye = torch.eye(T_k, dtype=query.dtype).expand(B, G, T_k, T_k)  # values = I give the weights
+    output = _flex_op(query, key, value, lambda score, *_: score, blocks, d_k**-0.5, {})[0]  # groups: h // (H // G)
+    return output, _flex_op(query, key, eye, lambda score, *_: score, blocks, d_k**-0.5, {})[0]
+"""
 _GQA_FLATTENED_WRONG = """\
 def grouped_query_attention(query, key, value, mask=None):
     batch_size, num_heads, T_q, d_k = query.shape
@@ -468,6 +544,12 @@ BANK = [
         test="softmax_test",
         source=_SOFTMAX_SDPA,
     ),
+    Mistake(
+        "shortcut (flex_attention): flex_attention with the scores in a score_mod, identity values",
+        answer="softmax_answer",
+        test="softmax_test",
+        source=_SOFTMAX_FLEX,
+    ),
     # ---------------------------------------------------------------- Part B: scaled_dot_product_attention
     Mistake("sdpa: missing 1/sqrt(d_k)", answer="sdpa_answer", test="sdpa_test", patches=((" / math.sqrt(d_k)", ""),)),
     Mistake("sdpa: divides by d_k", answer="sdpa_answer", test="sdpa_test", patches=(("/ math.sqrt(d_k)", "/ d_k"),)),
@@ -542,6 +624,18 @@ BANK = [
         answer="sdpa_answer",
         test="sdpa_test",
         source=_SDPA_MHA,
+    ),
+    Mistake(
+        "shortcut (flex_attention): flex_attention with a masking score_mod, identity values for the weights",
+        answer="sdpa_answer",
+        test="sdpa_test",
+        source=_SDPA_FLEX,
+    ),
+    Mistake(
+        "shortcut (flex_attention): its operator torch._higher_order_ops.flex_attention, with a block mask",
+        answer="sdpa_answer",
+        test="sdpa_test",
+        source=_SDPA_FLEX_OP,
     ),
     # ---------------------------------------------------------------- Part C: split_heads
     Mistake(
@@ -897,6 +991,12 @@ BANK = [
         answer="gqa_answer",
         test="gqa_test",
         source=_GQA_FLEX,
+    ),
+    Mistake(
+        "shortcut (flex_attention): its operator, which repeats the key/value heads itself",
+        answer="gqa_answer",
+        test="gqa_test",
+        source=_GQA_FLEX_OP,
     ),
 ]
 

@@ -94,6 +94,42 @@ def causal_attention(q, k, v):
     weights = scores.softmax(dim=-1)
     return weights @ v, weights
 """
+_CAUSAL_FLEX = """\
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+
+
+def causal_attention(q, k, v):
+    batch, (T, d_k), d_v = q.shape[:-2], q.shape[-2:], v.shape[-1]
+    q4, k4, v4 = q.reshape(-1, 1, T, d_k), k.reshape(-1, 1, T, d_k), v.reshape(-1, 1, T, d_v)  # flex wants 4-D
+
+    def causal(score, b, h, q_idx, kv_idx):
+        return torch.where(kv_idx <= q_idx, score, -float("inf"))
+
+    eye = torch.eye(T, dtype=q.dtype).expand(q4.shape[0], 1, T, T)  # values = I give the weights
+    output = flex_attention(q4, k4, v4, score_mod=causal).reshape(*batch, T, d_v)
+    weights = flex_attention(q4, k4, eye, score_mod=causal).reshape(*batch, T, T)
+    return output, weights
+"""
+_CAUSAL_FLEX_OP = """\
+import torch
+from torch._higher_order_ops import flex_attention as _flex_op  # the operator behind flex_attention
+from torch.nn.attention.flex_attention import create_block_mask
+
+
+def causal_attention(q, k, v):
+    batch, (T, d_k), d_v = q.shape[:-2], q.shape[-2:], v.shape[-1]
+    q4, k4, v4 = q.reshape(-1, 1, T, d_k), k.reshape(-1, 1, T, d_k), v.reshape(-1, 1, T, d_v)
+
+    def causal(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx
+
+    blocks = create_block_mask(causal, None, None, T, T, device=q.device).as_tuple()
+    eye = torch.eye(T, dtype=q.dtype).expand(q4.shape[0], 1, T, T)  # values = I give the weights
+    output = _flex_op(q4, k4, v4, lambda score, *_: score, blocks, d_k**-0.5, {})[0]
+    weights = _flex_op(q4, k4, eye, lambda score, *_: score, blocks, d_k**-0.5, {})[0]
+    return output.reshape(*batch, T, d_v), weights.reshape(*batch, T, T)
+"""
 _ENC_INIT = """\
     def __init__(self, d_model, num_heads, d_ff):
         super().__init__()
@@ -293,6 +329,12 @@ BANK = [
     Mistake("shortcut (library helper): the course's causal_mask", **CAUSAL, source=_CAUSAL_MASK),
     Mistake(
         "shortcut (library helper): nn.Transformer.generate_square_subsequent_mask", **CAUSAL, source=_CAUSAL_TORCH_MASK
+    ),
+    Mistake("shortcut (flex_attention): flex_attention with a causal score_mod", **CAUSAL, source=_CAUSAL_FLEX),
+    Mistake(
+        "shortcut (flex_attention): its operator torch._higher_order_ops.flex_attention, causal block mask",
+        **CAUSAL,
+        source=_CAUSAL_FLEX_OP,
     ),
     # ---------------------------------------------------------------- Part C: EncoderLayer
     Mistake(

@@ -609,6 +609,35 @@ T5_GPT_ATTENTION = (
 )
 
 
+# flex_attention itself refuses gradients on the CPU (the hidden tests need them), but its operator does not: passing the
+# table as a score_mod buffer, the operator adds T5's bias with gradients to q, k, v and the table.
+T5_FLEX_OP = (
+    """\
+import torch
+from torch._higher_order_ops import flex_attention as _flex_op  # the operator behind flex_attention
+from torch.nn.attention.flex_attention import create_block_mask
+
+
+"""
+    + _T5_BUCKET
+    + _T5_SIGNATURE
+    + """\
+    seq_len = q.shape[-2]
+    position = torch.arange(seq_len)
+    buckets = t5_bucket(position[None, :] - position[:, None], not causal, bias_table.shape[0], max_distance)
+
+    def score_mod(score, b, h, q_idx, kv_idx, table):  # the table passed as a buffer, so that it gets gradients
+        return score + table[buckets[q_idx, kv_idx], h]
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx if causal else kv_idx >= 0
+
+    blocks = create_block_mask(mask_mod, None, None, seq_len, seq_len, device=q.device)
+    return _flex_op(q, k, v, score_mod, blocks.as_tuple(), 1.0, {}, (bias_table,), ())[0]
+"""
+)
+
+
 SHORTCUTS = [
     Mistake(
         "shortcut (alias): course_utils.taming.warmup_cosine under another name", **SCHEDULE, source=SCHEDULE_ALIAS
@@ -706,6 +735,11 @@ SHORTCUTS = [
         "shortcut (path): course_utils.gpt.CausalSelfAttention with its projections replaced by the given q, k, v",
         **T5,
         source=T5_GPT_ATTENTION,
+    ),
+    Mistake(
+        "shortcut (flex_attention): its operator torch._higher_order_ops.flex_attention, the table as a score_mod buffer",
+        **T5,
+        source=T5_FLEX_OP,
     ),
 ]
 
