@@ -227,7 +227,7 @@ def similarity(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) -
 
 
 @lru_cache(maxsize=16)  # the rules read the same cell in turn: parse it once (the trees are only read)
-def _parse(source: str) -> ast.Module | None:
+def parse_cell(source: str) -> ast.Module | None:
     """The cell's syntax tree; IPython magic and shell lines are blanked first. None if it does not parse."""
     for text in (source, re.sub(r"(?m)^(\s*)[%!].*$", r"\1pass", source)):
         try:
@@ -250,7 +250,7 @@ def library_imports(source: str, index: LibraryIndex) -> list[str]:
     """
     if LIBRARY not in source:
         return []
-    tree = _parse(source)
+    tree = parse_cell(source)
     found: list[str] = []
     if tree is None:  # a cell that does not parse fails anyway; any mention of a library module counts
         for match in _FROM.finditer(source):
@@ -313,7 +313,7 @@ def near_copies(source: str, index: LibraryIndex, threshold: float = COPY_THRESH
     (``MIN_METHOD_TOKENS``: ``__init__`` making three ``nn.Linear`` layers looks the same everywhere).
     Cheap upper bounds (lengths, then token counts) skip most pairs before the full comparison.
     """
-    tree = _parse(source)
+    tree = parse_cell(source)
     if tree is None:
         return []
     found: dict[str, float] = {}
