@@ -63,9 +63,9 @@ endef
 sandbox-tools:
 	$(call apt_need,command -v bwrap >/dev/null 2>&1,bubblewrap,the autograder's sandbox: without it grading refuses to run)
 
-# Unit 08 and benchmarks/vit read Fashion-MNIST from here; without it they fall back to scikit-learn's digits.
+# Unit 09 and benchmarks/vit read Fashion-MNIST from here; without it they fall back to scikit-learn's digits.
 datasets-tools:
-	$(call apt_need,test -d /usr/share/datasets/fashion-mnist,dataset-fashion-mnist,Fashion-MNIST for unit 08: without it unit 08 uses the 8x8 digits)
+	$(call apt_need,test -d /usr/share/datasets/fashion-mnist,dataset-fashion-mnist,Fashion-MNIST for unit 09: without it unit 09 uses the 8x8 digits)
 
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) README.md

@@ -13,7 +13,7 @@ non-overlapping windows of the model's context length. Both recipes use the cour
   overrides): Pre-LN GPT, 4 layers, 4 heads, width 128, context 64, batch 12, no dropout, AdamW
   (lr 1e-3, betas 0.9/0.99, weight decay 0.1), gradient clipping at 1, 100 warm-up steps, then
   cosine decay to 1e-4 over the run.
-- ``course``    what units 06-07 teach, tuned on this budget (see ``RECIPES``): the same model and
+- ``course``    what units 07-08 teach, tuned on this budget (see ``RECIPES``): the same model and
   batch with RMSNorm, SwiGLU and rotary positions, peak lr 3e-3 with 50 warm-up steps; bf16
   autocast only where the CPU computes bf16 natively (``course_utils.device.native_bf16``:
   AVX512-BF16 or AMX), since elsewhere it is emulated and costs far more than it saves.
@@ -57,7 +57,7 @@ MODERN = dict(norm="rms", ffn="swiglu", position="rope")
 
 # The course's recipe, each choice measured on the Python docs text and the King James Bible:
 # a 3x higher peak learning rate, which the small model takes with warm-up and clipping; RMSNorm,
-# SwiGLU and rotary positions (units 06-07); nanoGPT's context 64 and batch 12, since in a short
+# SwiGLU and rotary positions (units 07-08); nanoGPT's context 64 and batch 12, since in a short
 # budget more updates beat bigger ones (context 128 and batch 16 lost by 0.14 nats/char on an AVX2
 # CPU); bf16 autocast only where the CPU has native bf16 (about 20% more characters per second on an
 # AVX-512 BF16 EPYC; emulated on an AVX2 CPU, it ran ~16x slower than fp32). The two intermediate recipes

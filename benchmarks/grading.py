@@ -1,6 +1,6 @@
 """Seconds per submission: stock ``nbgrader autograde`` vs the sandboxed grader, on the same submissions.
 
-    python -m benchmarks.grading [--units 01_tokenization 04_lstm_gru] [--submissions 4]
+    python -m benchmarks.grading [--units 01_tokenization 05_lstm_gru] [--submissions 4]
 
 For each unit, a temporary copy of the course receives ``--submissions`` copies of the solution
 (each runs every hidden test), then the same batch is graded four ways, each timed end to end
@@ -79,7 +79,7 @@ def bench_unit(unit: str, submissions: int, workdir: Path) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--units", nargs="+", default=["01_tokenization", "04_lstm_gru"])
+    parser.add_argument("--units", nargs="+", default=["01_tokenization", "05_lstm_gru"])
     parser.add_argument("--submissions", type=int, default=12)
     args = parser.parse_args()
     print(f"{args.submissions} copies of each solution; {os.cpu_count()} CPU cores; seconds per submission")

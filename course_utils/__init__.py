@@ -14,18 +14,18 @@ One module per concern, grown unit by unit:
 - ``lm``        unit 02: n-gram language models, cross-entropy, perplexity
 - ``bleu``      unit 02: BLEU from scratch (clipped precision, brevity penalty, smoothing)
 - ``metrics``   unit 02: the course's metrics packaged as local ``evaluate`` modules
-- ``rnn``       unit 03: the RNN loop, manual BPTT, clipping, truncated-BPTT batches, a char RNN LM
-- ``gated``     unit 04: LSTM and GRU cells, masked pooling, the adding problem, classifiers
-- ``seq2seq``   units 05-06: parallel-corpus batches, teacher forcing, greedy decoding, scoring
-- ``transformer`` unit 06: positional encodings, encoder/decoder layers, a classifier, a seq2seq model
-- ``decoding``  unit 06: beam search, sampling (temperature, top-k, top-p), MLM and next-token targets
-- ``gpt``       units 06-07: a configurable decoder-only transformer LM (Pre/Post-LN, RMSNorm, SwiGLU, RoPE)
-- ``attention`` unit 05: masked softmax, scaled dot-product and multi-head attention, additive
+- ``rnn``       unit 04: the RNN loop, manual BPTT, clipping, truncated-BPTT batches, a char RNN LM
+- ``gated``     unit 05: LSTM and GRU cells, masked pooling, the adding problem, classifiers
+- ``seq2seq``   units 06-07: parallel-corpus batches, teacher forcing, greedy decoding, scoring
+- ``transformer`` unit 07: positional encodings, encoder/decoder layers, a classifier, a seq2seq model
+- ``decoding``  unit 07: beam search, sampling (temperature, top-k, top-p), MLM and next-token targets
+- ``gpt``       units 07-08: a configurable decoder-only transformer LM (Pre/Post-LN, RMSNorm, SwiGLU, RoPE)
+- ``attention`` unit 06: masked softmax, scaled dot-product and multi-head attention, additive
                 attention, a GRU encoder-decoder with Bahdanau attention (``BahdanauSeq2Seq``)
-- ``taming``    unit 07: warm-up + cosine, weight-decay groups, RMSNorm, GLU feed-forwards, ReZero,
+- ``taming``    unit 08: warm-up + cosine, weight-decay groups, RMSNorm, GLU feed-forwards, ReZero,
                 label smoothing, relative positions
-- ``images``    unit 08: image datasets offline first (Fashion-MNIST, digits) and augmentation
-- ``vit``       unit 08: patches, patch embedding, the Vision Transformer, attention rollout
+- ``images``    unit 09: image datasets offline first (Fashion-MNIST, digits) and augmentation
+- ``vit``       unit 09: patches, patch embedding, the Vision Transformer, attention rollout
 
 The instructors' autograder is not part of it: it is the top-level package ``grader``.
 """

@@ -1,4 +1,4 @@
-"""Unit 05: attention from scratch.
+"""Unit 06: attention from scratch.
 
 Attention reads a soft dictionary: each query is compared with every key, the scores become
 weights through a softmax, and the answer is the weighted mean of the values. Everything is

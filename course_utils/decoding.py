@@ -1,4 +1,4 @@
-"""Unit 06: turning next-token distributions into sequences, and BERT's masking.
+"""Unit 07: turning next-token distributions into sequences, and BERT's masking.
 
 * search: :func:`beam_search` over any ``log_prob_fn(prefixes (N, t)) -> (N, V)`` log-probs,
   with finished hypotheses kept aside and an optional length normalization;

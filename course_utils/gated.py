@@ -1,4 +1,4 @@
-"""Unit 04: gated recurrent cells (LSTM, GRU), masked pooling and sequence classifiers.
+"""Unit 05: gated recurrent cells (LSTM, GRU), masked pooling and sequence classifiers.
 
 The cells follow PyTorch's weight layout, so a from-scratch cell given the weights of
 ``nn.LSTMCell`` / ``nn.GRUCell`` returns the same numbers:
@@ -295,7 +295,7 @@ class TextClassifierConfig:
     """What every text classifier of the course shares: token ids ``(B, T)`` -> embeddings of width
     ``d_model`` (``pad_id`` embeds to zeros) -> ``num_layers`` of an encoder -> ``pooling`` over the
     real tokens -> logits ``(B, num_classes)``. Each model extends it with its encoder's fields:
-    :class:`ClassifierConfig` here, ``course_utils.transformer.ClassifierConfig`` in unit 06."""
+    :class:`ClassifierConfig` here, ``course_utils.transformer.ClassifierConfig`` in unit 07."""
 
     vocab_size: int
     num_classes: int = 2

@@ -1,4 +1,4 @@
-"""A decoder-only transformer language model (GPT), configurable with the choices units 06-07 teach.
+"""A decoder-only transformer language model (GPT), configurable with the choices units 07-08 teach.
 
 One ``GPTConfig`` selects between the original and the modern ingredients, so that an ablation
 is a change of one field:
@@ -12,11 +12,11 @@ is a change of one field:
                   added to the attention scores (Press et al., "Train Short, Test Long")
 - ``residual``    ``"plain"`` or ``"rezero"`` (``x + alpha * f(x)``, alpha starting at 0 and no norm
                   inside the blocks; Bachlechner et al.: ``taming.ReZero`` around each sublayer)
-- ``init``        ``"gpt2"`` or ``"default"`` (PyTorch's own initialisation of each layer; unit 07)
+- ``init``        ``"gpt2"`` or ``"default"`` (PyTorch's own initialisation of each layer; unit 08)
 
 Initialisation ``"gpt2"`` follows GPT-2: normal with std 0.02, and the projections that write into the
 residual stream scaled by ``1/sqrt(2 * num_layers)``. Attention runs through ``F.scaled_dot_product_attention``
-with ``is_causal=True`` (unit 05 shows it equals attention written by hand).
+with ``is_causal=True`` (unit 06 shows it equals attention written by hand).
 
     config = GPTConfig(vocab_size=65, block_size=64, num_layers=4, num_heads=4, d_model=128)
     model = GPT(config)
@@ -138,8 +138,8 @@ class CausalSelfAttention(nn.Module):
 
 
 def make_ffn(config: GPTConfig) -> nn.Module:
-    """The position-wise MLP of a block, ``(B, T, D) -> (B, T, D)``: unit 06's two linear maps around a
-    GELU (``transformer.FeedForward``) or unit 07's gated SwiGLU/GEGLU (``taming.GLUFeedForward``),
+    """The position-wise MLP of a block, ``(B, T, D) -> (B, T, D)``: unit 07's two linear maps around a
+    GELU (``transformer.FeedForward``) or unit 08's gated SwiGLU/GEGLU (``taming.GLUFeedForward``),
     of hidden width ``config.ffn_hidden``; its output projection is marked for the depth-scaled init."""
     if config.ffn == "gelu":
         ffn = FeedForward(config.d_model, config.ffn_hidden, activation="gelu", bias=config.bias)
@@ -251,7 +251,7 @@ def generate(
 ) -> torch.Tensor:
     """Append ``max_new_tokens`` sampled tokens to ``idx (B, T0)``; returns ``(B, T0 + max_new_tokens)``.
 
-    ``temperature`` 0 means greedy; otherwise each token is drawn by unit 06's
+    ``temperature`` 0 means greedy; otherwise each token is drawn by unit 07's
     :func:`course_utils.decoding.sample_next` (temperature, then top-k, then top-p). The context
     is cropped to the last ``block_size`` tokens.
     """

@@ -1,4 +1,4 @@
-"""Image classification data for unit 08: real images with no download, more when online.
+"""Image classification data for unit 09: real images with no download, more when online.
 
 Where the images come from, in order:
 

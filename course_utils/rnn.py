@@ -1,4 +1,4 @@
-"""Unit 03: recurrent neural networks and backpropagation through time (BPTT).
+"""Unit 04: recurrent neural networks and backpropagation through time (BPTT).
 
 - :func:`rnn_forward`: the Elman cell ``h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)`` as an
   explicit loop over time, equal to ``nn.RNN(batch_first=True)`` with the same weights.

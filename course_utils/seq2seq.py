@@ -1,9 +1,9 @@
-"""Units 05-06: the plumbing every sequence-to-sequence model shares.
+"""Units 06-07: the plumbing every sequence-to-sequence model shares.
 
 Character vocabularies for a parallel corpus, padded batches with teacher forcing, the masked
 cross-entropy, greedy decoding and scoring (exact match and character-level sacreBLEU). Any
 model that follows one calling convention plugs in, whatever is inside it (a GRU with
-Bahdanau attention in unit 05, a transformer in unit 06)::
+Bahdanau attention in unit 06, a transformer in unit 07)::
 
     logits = model(src, src_lengths, tgt_in)     # (B, S) long, (B,) long, (B, T) long -> (B, T, V_tgt)
 

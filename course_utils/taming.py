@@ -1,4 +1,4 @@
-"""Unit 07: the tricks that make transformers train, one small function or module each.
+"""Unit 08: the tricks that make transformers train, one small function or module each.
 
 * schedules: :func:`warmup_cosine` (the multiplier of a linear warm-up followed by a cosine decay)
   and :func:`warmup_cosine_scheduler` (the same as a ``torch.optim.lr_scheduler.LambdaLR``);

@@ -1,4 +1,4 @@
-"""Unit 06: the transformer's building blocks, batch-first, on top of ``course_utils.attention``.
+"""Unit 07: the transformer's building blocks, batch-first, on top of ``course_utils.attention``.
 
 * positions: :func:`sinusoidal_positions` (Vaswani et al., base 10000, sin on even and cos on
   odd features), :func:`shift_matrix` (``P[t + k] = P[t] @ shift_matrix(k).T``), and two
@@ -278,7 +278,7 @@ def _positions(kind: str, d_model: int, max_len: int) -> nn.Module:
 
 @dataclass
 class ClassifierConfig(TextClassifierConfig):
-    """:class:`TransformerClassifier`'s configuration: unit 04's text-classifier fields (vocabulary,
+    """:class:`TransformerClassifier`'s configuration: unit 05's text-classifier fields (vocabulary,
     classes, width D, layers, pooling, dropout, padding id) with a transformer encoder's."""
 
     pooling: str = "max"  # "mean" | "max" over the real tokens

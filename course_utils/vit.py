@@ -2,7 +2,7 @@
 
 An image becomes a sequence: cut it into ``p x p`` patches, flatten each, embed each with one Linear
 map, prepend a learned CLS token, add learned position embeddings, run a Pre-LN transformer encoder,
-and classify from the CLS token's final state. Unit 08 builds each piece from scratch; this module
+and classify from the CLS token's final state. Unit 09 builds each piece from scratch; this module
 is the reusable version, plus the tools to look inside (attention rollout, position similarity)
 and the small CNN it is compared with.
 
@@ -115,7 +115,7 @@ class ViTConfig:
 class Attention(nn.Module):
     """Multi-head self-attention. Returns ``(out (B, T, D), weights (B, H, T, T) or None)``; the
     weights are computed only when asked for, otherwise the fused ``F.scaled_dot_product_attention``
-    runs (unit 05 shows the two agree)."""
+    runs (unit 06 shows the two agree)."""
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
         super().__init__()
@@ -129,7 +129,7 @@ class Attention(nn.Module):
             self.qkv(x).view(B, T, 3, self.num_heads, D // self.num_heads).permute(2, 0, 3, 1, 4)
         )  # 3 x (B, H, T, d_head)
         p = self.dropout if self.training else 0.0
-        if need_weights:  # unit 05's version
+        if need_weights:  # unit 06's version
             out, weights = scaled_dot_product_attention(q, k, v)  # (B, H, T, d_head), (B, H, T, T)
             if p:
                 out = F.dropout(weights, p) @ v  # (B, H, T, d_head)
@@ -139,7 +139,7 @@ class Attention(nn.Module):
 
 
 class EncoderBlock(nn.Module):
-    """Pre-LN encoder block: ``x + Attn(LN(x))``, then ``x + MLP(LN(x))`` with unit 06's GELU MLP
+    """Pre-LN encoder block: ``x + Attn(LN(x))``, then ``x + MLP(LN(x))`` with unit 07's GELU MLP
     (``course_utils.transformer.FeedForward``) and dropout on its output."""
 
     def __init__(self, config: ViTConfig):

@@ -13,7 +13,7 @@ A student who copies the lecture's code into the exercise should not earn most o
   least ``MIN_RUN`` tokens in the same order).
 
 The two limits were measured on the answers the lecture prints (as found when this check was
-written): the least similar printed definition scores 0.75 (lecture 07's label smoothing, 04's
+written): the least similar printed definition scores 0.75 (lecture 08's label smoothing, 05's
 ``masked_pool`` 0.80), and the least covered inline answer 0.63 (lecture 01 learns BPE merges in a
 loop that is the answer of its ``learn_bpe``); the parts that go beyond score at most 0.60 and 0.43.
 """
@@ -189,19 +189,19 @@ def _lecture_definition(unit: str, name: str) -> str:
 def test_the_check_finds_printed_code_renamed_edited_or_inline():
     """The check is not hollow: the lecture's own code, renamed, lightly edited or wrapped from an
     inline cell into a function, is found; an answer from another unit is not."""
-    softmax = _lecture_definition("05_attention", "masked_softmax").replace("masked_softmax", "my_softmax")
-    assert any("similar to" in r for r in printed_in_lecture(softmax, "05_attention"))
+    softmax = _lecture_definition("06_attention", "masked_softmax").replace("masked_softmax", "my_softmax")
+    assert any("similar to" in r for r in printed_in_lecture(softmax, "06_attention"))
     renamed = re.sub(r"\bscores\b", "s", softmax).replace("dim=-1", "-1")
-    assert printed_in_lecture(renamed, "05_attention")
-    inline = (  # lecture 05 computes additive scores inline, in the cell that compares score functions
+    assert printed_in_lecture(renamed, "06_attention")
+    inline = (  # lecture 06 computes additive scores inline, in the cell that compares score functions
         "def additive(Q, K, W_q, W_k, w_v):\n"
         "    features = torch.tanh((Q @ W_q.T)[:, :, None, :] + (K @ W_k.T)[:, None, :, :])\n"
         "    additive = features @ w_v\n"
         "    return additive\n"
     )
-    assert any("of it is in cell" in r for r in printed_in_lecture(inline, "05_attention"))
+    assert any("of it is in cell" in r for r in printed_in_lecture(inline, "06_attention"))
     assert any(
-        "defines masked_softmax" in r for r in printed_in_lecture("def masked_softmax(s):\n    pass\n", "05_attention")
+        "defines masked_softmax" in r for r in printed_in_lecture("def masked_softmax(s):\n    pass\n", "06_attention")
     )
-    beam = answer_sources("06_transformers")["beam_answer"]
-    assert printed_in_lecture(beam, "05_attention") == []
+    beam = answer_sources("07_transformers")["beam_answer"]
+    assert printed_in_lecture(beam, "06_attention") == []

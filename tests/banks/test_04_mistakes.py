@@ -4,343 +4,293 @@ from textwrap import dedent
 
 from notebook_cells import Mistake, bank_tests
 
-UNIT = "04_lstm_gru"
+UNIT = "04_rnn_bptt"
+
+TANH_LINE = "h = torch.tanh(x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh)  # (B, H)"
+LIN_LINE = "h = x[:, t] @ W_hx.T + h @ W_hh.T  # (B, H)"
+RECURSION = "d_next = d_next @ W_hh + d_o[:, t] @ W_qh  # (B, H)"
 
 BANK = [
-    # ---------------------------------------------------------------- Part A: lstm_cell
+    # ---------------------------------------------------------------- Part A: rnn_forward
     Mistake(
-        "lstm: forget gate applied to the candidate",
-        answer="lstm_answer",
-        test="lstm_test",
-        patches=(("c_next = f * c + i * g", "c_next = i * c + f * g"),),
+        "rnn: no tanh",
+        answer="rnn_answer",
+        test="rnn_test",
+        patches=((TANH_LINE, "h = x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh  # (B, H)"),),
     ),
     Mistake(
-        "lstm: gate order i, f, o, g",
-        answer="lstm_answer",
-        test="lstm_test",
-        patches=(("i, f, g, o = gates.chunk(4, dim=1)", "i, f, o, g = gates.chunk(4, dim=1)"),),
+        "rnn: relu instead of tanh",
+        answer="rnn_answer",
+        test="rnn_test",
+        patches=(("h = torch.tanh(", "h = torch.relu("),),
     ),
     Mistake(
-        "lstm: gate order f, i, g, o",
-        answer="lstm_answer",
-        test="lstm_test",
-        patches=(("i, f, g, o = gates.chunk(4, dim=1)", "f, i, g, o = gates.chunk(4, dim=1)"),),
+        "rnn: forgets b_hh", answer="rnn_answer", test="rnn_test", patches=((" + b_hh)  # (B, H)", ")  # (B, H)"),)
     ),
     Mistake(
-        "lstm: tanh on the output gate",
-        answer="lstm_answer",
-        test="lstm_test",
-        patches=(("o = torch.sigmoid(o)", "o = torch.tanh(o)"),),
+        "rnn: recurs on h0 instead of h_{t-1}",
+        answer="rnn_answer",
+        test="rnn_test",
+        patches=(("+ h @ W_hh.T", "+ h0 @ W_hh.T"),),
     ),
     Mistake(
-        "lstm: sigmoid candidate",
-        answer="lstm_answer",
-        test="lstm_test",
-        patches=(("g = torch.tanh(g)", "g = torch.sigmoid(g)"),),
+        "rnn: W_hh not transposed", answer="rnn_answer", test="rnn_test", patches=(("+ h @ W_hh.T", "+ h @ W_hh"),)
     ),
     Mistake(
-        "lstm: H = O * C without tanh",
-        answer="lstm_answer",
-        test="lstm_test",
-        patches=(("h_next = o * torch.tanh(c_next)", "h_next = o * c_next"),),
+        "rnn: outputs hold the previous state",
+        answer="rnn_answer",
+        test="rnn_test",
+        patches=(
+            ("        outputs.append(h)\n", ""),
+            ("        h = torch.tanh(", "        outputs.append(h)\n        h = torch.tanh("),
+        ),
     ),
     Mistake(
-        "lstm: hidden state from the old cell",
-        answer="lstm_answer",
-        test="lstm_test",
-        patches=(("h_next = o * torch.tanh(c_next)", "h_next = o * torch.tanh(c)"),),
+        "rnn: time-major outputs",
+        answer="rnn_answer",
+        test="rnn_test",
+        patches=(("torch.stack(outputs, dim=1)", "torch.stack(outputs, dim=0)"),),
     ),
     Mistake(
-        "lstm: no forget gate",
-        answer="lstm_answer",
-        test="lstm_test",
-        patches=(("c_next = f * c + i * g", "c_next = c + i * g"),),
+        "rnn: returns the first state as h_T",
+        answer="rnn_answer",
+        test="rnn_test",
+        patches=(("dim=1), h  # (B, T, H)", "dim=1), outputs[0]  # (B, T, H)"),),
     ),
     Mistake(
-        "lstm: b_hh ignored",
-        answer="lstm_answer",
-        test="lstm_test",
-        patches=((" + h @ W_hh.T + b_hh", " + h @ W_hh.T"),),
+        "rnn: float32 zero state",
+        answer="rnn_answer",
+        test="rnn_test",
+        patches=(("hidden_size, dtype=x.dtype)", "hidden_size)"),),
+    ),
+    # ---------------------------------------------------------------- Part B: bptt_grads
+    Mistake(
+        "bptt: forgets the 1/T",
+        answer="bptt_answer",
+        test="bptt_test",
+        patches=(("/ (batch_size * seq_len)", "/ batch_size"),),
     ),
     Mistake(
-        "lstm: returns (c, h)",
-        answer="lstm_answer",
-        test="lstm_test",
-        patches=(("return h_next, c_next", "return c_next, h_next"),),
-    ),
-    # ---------------------------------------------------------------- Part B: gru_cell
-    Mistake(
-        "gru: Z and 1 - Z swapped",
-        answer="gru_answer",
-        test="gru_test",
-        patches=(("return z * h + (1 - z) * n", "return (1 - z) * h + z * n"),),
+        "bptt: forgets the 1/2 (factor 2)",
+        answer="bptt_answer",
+        test="bptt_test",
+        patches=(("d_o = (o - y) /", "d_o = 2 * (o - y) /"),),
     ),
     Mistake(
-        "gru: reset gate applied textbook-style",
-        answer="gru_answer",
-        test="gru_test",
+        "bptt: missing W_hh transpose",
+        answer="bptt_answer",
+        test="bptt_test",
+        patches=(("d_next @ W_hh +", "d_next @ W_hh.T +"),),
+    ),
+    Mistake(
+        "bptt: h_t instead of h_{t-1} in dW_hh",
+        answer="bptt_answer",
+        test="bptt_test",
+        patches=(('"bth,btk->hk", dh, prev)', '"bth,btk->hk", dh, states)'),),
+    ),
+    Mistake(
+        "bptt: tanh in the linear RNN",
+        answer="bptt_answer",
+        test="bptt_test",
+        patches=((LIN_LINE, "h = torch.tanh(x[:, t] @ W_hx.T + h @ W_hh.T)  # (B, H)"),),
+    ),
+    Mistake(
+        "bptt: backward loop stops before t=0",
+        answer="bptt_answer",
+        test="bptt_test",
+        patches=(("range(seq_len - 1, -1, -1)", "range(seq_len - 1, 0, -1)"),),
+    ),
+    Mistake(
+        "bptt: off-by-one output index in the recursion",
+        answer="bptt_answer",
+        test="bptt_test",
+        patches=(("+ d_o[:, t] @ W_qh", "+ d_o[:, min(t + 1, seq_len - 1)] @ W_qh"),),
+    ),
+    Mistake(
+        "bptt: no recursion (one step only)",
+        answer="bptt_answer",
+        test="bptt_test",
+        patches=((RECURSION, "d_next = d_o[:, t] @ W_qh  # (B, H)"),),
+    ),
+    Mistake(
+        "bptt: forward loop in the wrong order",
+        answer="bptt_answer",
+        test="bptt_test",
+        patches=(("for t in range(seq_len):", "for t in reversed(range(seq_len)):"),),
+    ),
+    Mistake(
+        "bptt: dW_qh from the previous states",
+        answer="bptt_answer",
+        test="bptt_test",
+        patches=(('"btq,bth->qh", d_o, states)', '"btq,bth->qh", d_o, prev)'),),
+    ),
+    # ---------------------------------------------------------------- Part C: spectral radius
+    Mistake(
+        "radius: largest real part",
+        answer="radius_answer",
+        test="radius_test",
+        patches=(("eigenvalues.abs().max()", "eigenvalues.real.max()"),),
+    ),
+    Mistake(
+        "radius: modulus of the real part",
+        answer="radius_answer",
+        test="radius_test",
+        patches=(("eigenvalues.abs().max()", "eigenvalues.real.abs().max()"),),
+    ),
+    Mistake(
+        "radius: largest singular value",
+        answer="radius_answer",
+        test="radius_test",
+        patches=(("torch.linalg.eigvals(W)", "torch.linalg.svdvals(W)"),),
+    ),
+    Mistake(
+        "radius: eigvalsh on a non-symmetric matrix",
+        answer="radius_answer",
+        test="radius_test",
+        patches=(("torch.linalg.eigvals(W)", "torch.linalg.eigvalsh(W)"),),
+    ),
+    Mistake(
+        "radius: returns a tensor",
+        answer="radius_answer",
+        test="radius_test",
+        patches=(("eigenvalues.abs().max().item()", "eigenvalues.abs().max()"),),
+    ),
+    Mistake(
+        "radius: growth off by one step",
+        answer="radius_answer",
+        test="radius_test",
+        patches=(("spectral_radius(W) ** k", "spectral_radius(W) ** (k - 1)"),),
+    ),
+    Mistake(
+        "radius: growth from the operator norm",
+        answer="radius_answer",
+        test="radius_test",
+        patches=(("spectral_radius(W) ** k", "torch.linalg.matrix_norm(W, 2).item() ** k"),),
+    ),
+    # ---------------------------------------------------------------- Part D: clip_grad_norm
+    Mistake(
+        "clip: per-parameter instead of global",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("        g.mul_(scale)", "        g.mul_(min(1.0, max_norm / (g.norm().item() + 1e-6)))"),),
+    ),
+    Mistake(
+        "clip: no min, scales small gradients up",
+        answer="clip_answer",
+        test="clip_test",
         patches=(
             (
-                "n = torch.tanh(xn + r * hn)",
-                "H = h.shape[1]\n    n = torch.tanh(xn + (r * h) @ W_hh[2 * H:].T + b_hh[2 * H:])",
+                "scale = min(1.0, max_norm / (total_norm.item() + 1e-6))",
+                "scale = max_norm / (total_norm.item() + 1e-6)",
             ),
         ),
     ),
     Mistake(
-        "gru: b_hn outside the reset product",
-        answer="gru_answer",
-        test="gru_test",
+        "clip: max instead of min",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("scale = min(1.0,", "scale = max(1.0,"),),
+    ),
+    Mistake(
+        "clip: sum of per-parameter norms",
+        answer="clip_answer",
+        test="clip_test",
         patches=(
             (
-                "n = torch.tanh(xn + r * hn)",
-                "H = h.shape[1]\n    n = torch.tanh(xn + r * (hn - b_hh[2 * H:]) + b_hh[2 * H:])",
+                "total_norm = torch.sqrt(sum((g ** 2).sum() for g in grads))",
+                "total_norm = sum(g.norm() for g in grads)",
             ),
         ),
     ),
     Mistake(
-        "gru: candidate bias outside the tanh",
-        answer="gru_answer",
-        test="gru_test",
+        "clip: mean of squares",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("(g ** 2).sum() for g", "(g ** 2).mean() for g"),),
+    ),
+    Mistake(
+        "clip: returns the norm after clipping",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("    return total_norm\n", "    return total_norm * scale\n"),),
+    ),
+    Mistake(
+        "clip: not in place",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("        g.mul_(scale)", "        g = g * scale"),),
+    ),
+    Mistake(
+        "clip: does not skip None gradients",
+        answer="clip_answer",
+        test="clip_test",
+        patches=(("[p.grad for p in params if p.grad is not None]", "[p.grad for p in params]"),),
+    ),
+    # ---------------------------------------------------------------- Part E: stream_batches
+    Mistake(
+        "stream: targets not shifted",
+        answer="stream_answer",
+        test="stream_test",
+        patches=(("targets = ids[1 : batch_size * n + 1]", "targets = ids[: batch_size * n]"),),
+    ),
+    Mistake(
+        "stream: interleaved rows",
+        answer="stream_answer",
+        test="stream_test",
         patches=(
             (
-                "n = torch.tanh(xn + r * hn)",
-                "H = h.shape[1]\n    n = torch.tanh(xn - b_ih[2 * H:] + r * hn) + b_ih[2 * H:]",
+                "inputs = ids[: batch_size * n].reshape(batch_size, n)",
+                "inputs = ids[: batch_size * n].reshape(n, batch_size).T",
+            ),
+            (
+                "targets = ids[1 : batch_size * n + 1].reshape(batch_size, n)",
+                "targets = ids[1 : batch_size * n + 1].reshape(n, batch_size).T",
             ),
         ),
     ),
     Mistake(
-        "gru: gate order z, r, n",
-        answer="gru_answer",
-        test="gru_test",
-        patches=(
-            ("xr, xz, xn = gi.chunk(3, dim=1)", "xz, xr, xn = gi.chunk(3, dim=1)"),
-            ("hr, hz, hn = gh.chunk(3, dim=1)", "hz, hr, hn = gh.chunk(3, dim=1)"),
-        ),
-    ),
-    Mistake(
-        "gru: no reset gate",
-        answer="gru_answer",
-        test="gru_test",
-        patches=(("n = torch.tanh(xn + r * hn)", "n = torch.tanh(xn + hn)"),),
-    ),
-    Mistake(
-        "gru: sigmoid candidate",
-        answer="gru_answer",
-        test="gru_test",
-        patches=(("n = torch.tanh(xn + r * hn)", "n = torch.sigmoid(xn + r * hn)"),),
-    ),
-    Mistake(
-        "gru: reset gate uses the update pre-activation",
-        answer="gru_answer",
-        test="gru_test",
-        patches=(("r = torch.sigmoid(xr + hr)", "r = torch.sigmoid(xz + hz)"),),
-    ),
-    # ---------------------------------------------------------------- Part C: masked_pool
-    Mistake(
-        "pool: last takes index T - 1",
-        answer="pool_answer",
-        test="pool_test",
-        patches=(("idx = lengths - 1", "idx = torch.full_like(lengths, outputs.shape[1] - 1)"),),
-    ),
-    Mistake(
-        "pool: last takes index length (clamped)",
-        answer="pool_answer",
-        test="pool_test",
-        patches=(("idx = lengths - 1", "idx = lengths.clamp(max=outputs.shape[1] - 1)"),),
-    ),
-    Mistake(
-        "pool: mean divides by T",
-        answer="pool_answer",
-        test="pool_test",
-        patches=(("/ lengths.unsqueeze(-1).to(outputs.dtype)", "/ outputs.shape[1]"),),
-    ),
-    Mistake(
-        "pool: mean includes padding",
-        answer="pool_answer",
-        test="pool_test",
-        patches=(("return (outputs * m).sum(dim=1) / lengths", "return outputs.sum(dim=1) / lengths"),),
-    ),
-    Mistake(
-        "pool: max over padded zeros",
-        answer="pool_answer",
-        test="pool_test",
+        "stream: consecutive windows, no continuity",
+        answer="stream_answer",
+        test="stream_test",
         patches=(
             (
-                'return outputs.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(dim=1)',
-                "return (outputs * m).amax(dim=1)",
+                "        cols = slice(k * seq_len, (k + 1) * seq_len)\n"
+                "        batches.append((inputs[:, cols], targets[:, cols]))",
+                "        starts = [(k * batch_size + b) * seq_len for b in range(batch_size)]\n"
+                "        batches.append((torch.stack([ids[s : s + seq_len] for s in starts]),\n"
+                "                        torch.stack([ids[s + 1 : s + seq_len + 1] for s in starts])))",
             ),
         ),
     ),
     Mistake(
-        "pool: max includes padding",
-        answer="pool_answer",
-        test="pool_test",
-        patches=(
-            (
-                'return outputs.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(dim=1)',
-                "return outputs.amax(dim=1)",
-            ),
-        ),
+        "stream: n = N // B",
+        answer="stream_answer",
+        test="stream_test",
+        patches=(("n = (len(ids) - 1) // batch_size", "n = len(ids) // batch_size"),),
     ),
     Mistake(
-        "pool: max returns (values, indices)",
-        answer="pool_answer",
-        test="pool_test",
-        patches=(('float("-inf")).amax(dim=1)', 'float("-inf")).max(dim=1)'),),
+        "stream: keeps a partial last batch",
+        answer="stream_answer",
+        test="stream_test",
+        patches=(("num_batches = n // seq_len", "num_batches = -(-n // seq_len)"),),
     ),
     Mistake(
-        "pool: unknown how returns None",
-        answer="pool_answer",
-        test="pool_test",
-        patches=(
-            ("    raise ValueError(f\"how must be 'last', 'mean' or 'max', got {how!r}\")\n", "    return None\n"),
-        ),
-    ),
-    # ---------------------------------------------------------------- Part D: bigru_layer
-    Mistake(
-        "bigru: backward direction starts at T - 1 and reads the padding first",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(
-            (
-                "h = torch.where(real[:, t], gru_cell(x[:, t], h, *bwd), h)  # (B, H)",
-                "h = gru_cell(x[:, t], h, *bwd)  # (B, H)",
-            ),
-        ),
+        "stream: time-major batches",
+        answer="stream_answer",
+        test="stream_test",
+        patches=(("(inputs[:, cols], targets[:, cols])", "(inputs[:, cols].T, targets[:, cols].T)"),),
     ),
     Mistake(
-        "bigru: padded outputs not zeroed",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(("    output = output * real  # zeros at padded steps\n", ""),),
+        "stream: no error for a too-short stream",
+        answer="stream_answer",
+        test="stream_test",
+        patches=(("if num_batches == 0:\n        raise ValueError", "if num_batches < 0:\n        raise ValueError"),),
     ),
     Mistake(
-        "bigru: output concatenated as [backward, forward]",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(
-            (
-                "torch.cat([torch.stack(outs_f, dim=1), torch.stack(outs_b, dim=1)], dim=-1)",
-                "torch.cat([torch.stack(outs_b, dim=1), torch.stack(outs_f, dim=1)], dim=-1)",
-            ),
-        ),
-    ),
-    Mistake(
-        "bigru: forward state runs on through the padding, h_n[0] at T - 1",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(
-            (
-                "h = torch.where(real[:, t], gru_cell(x[:, t], h, *fwd), h)  # (B, H)",
-                "h = gru_cell(x[:, t], h, *fwd)  # (B, H)",
-            ),
-        ),
-    ),
-    Mistake(
-        "bigru: h_n[0] read from output[:, T - 1] as for an unpadded batch",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(
-            ("h_n = torch.stack([h_fwd, h], dim=0)", "h_n = torch.stack([output[:, -1, : h.shape[1]], h], dim=0)"),
-        ),
-    ),
-    Mistake(
-        "bigru: backward outputs left in reverse time order",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(
-            ("    outs_b = outs_b[::-1]  # back in time order: outs_b[t] is the state just after reading step t\n", ""),
-        ),
-    ),
-    Mistake(
-        "bigru: forward weights used for the backward direction",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(
-            (
-                "bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)",
-                "bwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)",
-            ),
-        ),
-    ),
-    Mistake(
-        "bigru: h_n stacked as [backward, forward]",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(("h_n = torch.stack([h_fwd, h], dim=0)", "h_n = torch.stack([h, h_fwd], dim=0)"),),
-    ),
-    Mistake(
-        "bigru: h_n[1] taken at the last real step instead of step 0",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(
-            (
-                "h_n = torch.stack([h_fwd, h], dim=0)",
-                "h_n = torch.stack([h_fwd, output[torch.arange(batch_size), lengths - 1, h.shape[1] :]], dim=0)",
-            ),
-        ),
-    ),
-    Mistake(
-        "bigru: backward direction starts from the forward final state",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(("    h = torch.zeros_like(h_fwd)  # (B, H)\n", ""),),
-    ),
-    Mistake(
-        "bigru: off by one, step length counted as real",
-        answer="bigru_answer",
-        test="bigru_test",
-        patches=(
-            (
-                "torch.arange(seq_len, device=x.device)[None, :] < lengths.to(x.device)[:, None]",
-                "torch.arange(seq_len, device=x.device)[None, :] <= lengths.to(x.device)[:, None]",
-            ),
-        ),
-    ),
-    # ---------------------------------------------------------------- Part E: AddingModel
-    Mistake(
-        "adding: plain RNN",
-        answer="adding_answer",
-        test="adding_test",
-        patches=(("self.rnn = nn.LSTM(", "self.rnn = nn.RNN("),),
-    ),
-    Mistake(
-        "adding: no recurrence, last step only",
-        answer="adding_answer",
-        test="adding_test",
-        patches=(
-            ("self.rnn = nn.LSTM(input_size=2, hidden_size=32, batch_first=True)", "self.rnn = nn.Linear(2, 32)"),
-            ("outputs, _ = self.rnn(x)  # (B, T, H)", "outputs = torch.tanh(self.rnn(x))  # (B, T, H)"),
-        ),
-    ),
-    Mistake(
-        "adding: output of size (B, 1)",
-        answer="adding_answer",
-        test="adding_test",
-        patches=(("return self.head(outputs[:, -1]).squeeze(-1)", "return self.head(outputs[:, -1])"),),
-    ),
-    Mistake(
-        "adding: reads the first step",
-        answer="adding_answer",
-        test="adding_test",
-        patches=(("self.head(outputs[:, -1])", "self.head(outputs[:, 0])"),),
-    ),
-    Mistake(
-        "adding: batch_first forgotten",
-        answer="adding_answer",
-        test="adding_test",
-        patches=((", batch_first=True)", ")"),),
-    ),
-    Mistake(
-        "adding: sigmoid on the output",
-        answer="adding_answer",
-        test="adding_test",
-        patches=(
-            (
-                "return self.head(outputs[:, -1]).squeeze(-1)",
-                "return torch.sigmoid(self.head(outputs[:, -1])).squeeze(-1)",
-            ),
-        ),
+        "stream: drops the last full batch",
+        answer="stream_answer",
+        test="stream_test",
+        patches=(("for k in range(num_batches):", "for k in range(num_batches - 1):"),),
     ),
 ]
 
@@ -348,472 +298,344 @@ BANK = [
 # Each one is correct code that earns the points when the call guard is off (checked once by hand); with
 # the guard on it must fail with ForbiddenCall, however it reached the forbidden function.
 
-LSTM_ALIAS = dedent("""\
-    import course_utils.gated as G
+RNN_ALIAS = dedent('''\
+    import course_utils.rnn as R
 
-    _course_cell = G.lstm_cell
-
-
-    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
-        # x (B, D); state = (h (B, H), c (B, H)); W_ih (4H, D); W_hh (4H, H); b_ih, b_hh (4H,)
-        # returns (h_next (B, H), c_next (B, H))
-        return _course_cell(x, state, W_ih, W_hh, b_ih, b_hh)
-    """)
-
-LSTM_VF = dedent("""\
-    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
-        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H)), by nn.LSTMCell's operator
-        return torch._VF.lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh)
-    """)
-
-LSTM_MODULE_PATH = dedent("""\
-    from torch.func import functional_call
-    from torch.nn.modules.rnn import LSTMCell as _Cell
+    _f = R.rnn_forward
 
 
-    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
-        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H)), by nn.LSTMCell by another path
-        cell = _Cell(W_ih.shape[1], W_hh.shape[1])
-        weights = {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh}
-        return functional_call(cell, weights, (x, state))
-    """)
-
-LSTM_QUANTIZABLE = dedent("""\
-    from torch.nn.quantizable.modules.rnn import LSTMCell as _FloatCell  # a pure-Python LSTM cell in PyTorch
-
-
-    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
-        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H))
-        return _FloatCell.from_params(W_ih, W_hh, b_ih, b_hh)(x, state)
-    """)
-
-LSTM_SUBCLASS = dedent('''\
-    class _Cell(nn.LSTMCell):
-        """Not nn.LSTMCell by name."""
-
-
-    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
-        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H))
-        cell = _Cell(W_ih.shape[1], W_hh.shape[1]).to(x.dtype)
-        with torch.no_grad():
-            for param, weight in zip(cell.parameters(), (W_ih, W_hh, b_ih, b_hh)):
-                param.copy_(weight)
-        return cell(x, state)
+    def rnn_forward(x, h0, W_ih, W_hh, b_ih, b_hh):
+        """x (B, T, D), h0 (B, H) or None, W_ih (H, D), W_hh (H, H), b_ih (H,), b_hh (H,)
+        -> (outputs (B, T, H), h_T (B, H))."""
+        return _f(x, h0, W_ih, W_hh, b_ih, b_hh)
     ''')
 
-GRU_ALIAS = dedent("""\
-    import course_utils.gated as G
+RNN_VF = dedent('''\
+    def rnn_forward(x, h0, W_ih, W_hh, b_ih, b_hh):
+        """x (B, T, D), h0 (B, H) or None -> (outputs (B, T, H), h_T (B, H)), by nn.RNN's own operator."""
+        if h0 is None:
+            h0 = x.new_zeros(x.shape[0], W_hh.shape[0])  # (B, H)
+        # rnn_tanh(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+        outputs, h_n = torch._VF.rnn_tanh(x, h0[None], [W_ih, W_hh, b_ih, b_hh], True, 1, 0.0, False, False, True)
+        return outputs, h_n[0]  # (B, T, H), (B, H)
+    ''')
 
-    _course_cell = G.gru_cell
+RNN_MODULE_PATH = dedent('''\
+    from torch.nn.modules.rnn import RNN as _Recurrent
 
 
-    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
-        # x (B, D); h (B, H); W_ih (3H, D); W_hh (3H, H); b_ih, b_hh (3H,) -> h_next (B, H)
-        return _course_cell(x, h, W_ih, W_hh, b_ih, b_hh)
-    """)
+    def rnn_forward(x, h0, W_ih, W_hh, b_ih, b_hh):
+        """x (B, T, D), h0 (B, H) or None -> (outputs (B, T, H), h_T (B, H)), by nn.RNN under another path."""
+        net = _Recurrent(W_ih.shape[1], W_hh.shape[0], batch_first=True).to(x.dtype)
+        with torch.no_grad():
+            for param, weight in zip(net.parameters(), (W_ih, W_hh, b_ih, b_hh)):
+                param.copy_(weight)
+        outputs, h_n = net(x, None if h0 is None else h0[None])
+        return outputs, h_n[0]  # (B, T, H), (B, H)
+    ''')
 
-GRU_RUNNER = dedent("""\
-    from course_utils.gated import run_gru as _run
-
-
-    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
-        # x (B, D); h (B, H) -> h_next (B, H): the course's GRU runner on a sequence of one step
-        _, h_next = _run(x[:, None], W_ih, W_hh, b_ih, b_hh, h)
-        return h_next
-    """)
-
-GRU_VF = dedent("""\
+RNN_CELL_PARTIAL = dedent('''\
     import functools
 
-    _step = functools.partial(torch._VF.gru_cell)  # nn.GRUCell's operator, taken before the test
+    _step = functools.partial(torch._VF.rnn_tanh_cell)  # nn.RNNCell's operator, taken before the test
 
 
-    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
-        # x (B, D); h (B, H) -> h_next (B, H)
-        return _step(x, h, W_ih, W_hh, b_ih, b_hh)
-    """)
+    def rnn_forward(x, h0, W_ih, W_hh, b_ih, b_hh):
+        """x (B, T, D), h0 (B, H) or None -> (outputs (B, T, H), h_T (B, H)), one cell operator per step."""
+        h = x.new_zeros(x.shape[0], W_hh.shape[0]) if h0 is None else h0  # (B, H)
+        outputs = []
+        for t in range(x.shape[1]):
+            h = _step(x[:, t], h, W_ih, W_hh, b_ih, b_hh)  # (B, H)
+            outputs.append(h)
+        return torch.stack(outputs, dim=1), h  # (B, T, H), (B, H)
+    ''')
 
-GRU_MODULE_PATH = dedent("""\
-    from torch.func import functional_call
-    from torch.nn.modules.rnn import GRUCell as _Cell
+BPTT_ALIAS = dedent('''\
+    import course_utils.rnn as R
 
-
-    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
-        # x (B, D); h (B, H) -> h_next (B, H), by nn.GRUCell by another path
-        cell = _Cell(W_ih.shape[1], W_hh.shape[1])
-        weights = {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh}
-        return functional_call(cell, weights, (x, h))
-    """)
-
-POOL_ALIAS = dedent("""\
-    import course_utils.gated as G
-
-    _pool = G.masked_pool
+    _bptt = R.bptt_grads
 
 
-    def masked_pool(outputs, mask, how="last"):
-        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
-        return _pool(outputs, mask, how)
-    """)
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """x (B, T, D), y (B, T, Q), W_hx (H, D), W_hh (H, H), W_qh (Q, H)
+        -> (dW_qh (Q, H), dW_hx (H, D), dW_hh (H, H), dh (B, T, H)) for the loss of Part B."""
+        return tuple(_bptt(x, y, W_hx, W_hh, W_qh))  # the course returns a named tuple
+    ''')
 
-POOL_OTHER_MODULE = dedent("""\
-    from course_utils.gated import SequenceClassifier
-
-    _pool = SequenceClassifier.forward.__globals__["masked_pool"]  # the course's pooling, found by its user
-
-
-    def masked_pool(outputs, mask, how="last"):
-        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
-        return _pool(outputs, mask, how)
-    """)
-
-POOL_TORCH_MASKED = dedent("""\
-    from torch.masked import _ops as _masked_ops  # torch.masked.mean / amax by another path
+BPTT_GRAD_EARLIER = dedent('''\
+    from torch.autograd import grad as _differentiate  # autograd under another name, taken before the test
 
 
-    def masked_pool(outputs, mask, how="last"):
-        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
-        lengths = mask.sum(dim=1)  # (B,)
-        if how == "last":
-            return outputs[torch.arange(outputs.shape[0]), lengths - 1]  # (B, H)
-        full = mask.unsqueeze(-1).expand_as(outputs)  # (B, T, H)
-        if how == "mean":
-            return _masked_ops.mean(outputs, 1, mask=full)  # (B, H)
-        if how == "max":
-            return _masked_ops.amax(outputs, 1, mask=full)  # (B, H)
-        raise ValueError(f"how must be 'last', 'mean' or 'max', got {how!r}")
-    """)
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """x (B, T, D), y (B, T, Q) -> (dW_qh, dW_hx, dW_hh, dh (B, T, H)) by autograd."""
+        weights = [w.detach().clone().requires_grad_(True) for w in (W_qh, W_hx, W_hh)]
+        w_qh, w_hx, w_hh = weights
+        h = torch.zeros(x.shape[0], W_hh.shape[0], dtype=x.dtype)  # (B, H)
+        states = []
+        for t in range(x.shape[1]):
+            h = x[:, t] @ w_hx.T + h @ w_hh.T  # (B, H)
+            states.append(h)
+        o = torch.stack(states, dim=1) @ w_qh.T  # (B, T, Q)
+        loss = 0.5 * (o - y).pow(2).sum(-1).mean()
+        grads = _differentiate(loss, weights + states)
+        return grads[0], grads[1], grads[2], torch.stack(grads[3:], dim=1)
+    ''')
 
-POOL_MASKED_TENSOR = dedent("""\
-    import warnings
+BPTT_ENGINE = dedent('''\
+    from torch.autograd.variable import Variable
 
-    from torch.masked import masked_tensor
-
-
-    def masked_pool(outputs, mask, how="last"):
-        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
-        lengths = mask.sum(dim=1)  # (B,)
-        if how == "last":
-            return outputs[torch.arange(outputs.shape[0]), lengths - 1]  # (B, H)
-        if how not in ("mean", "max"):
-            raise ValueError(f"how must be 'last', 'mean' or 'max', got {how!r}")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # MaskedTensor is a prototype
-            masked = masked_tensor(outputs, mask.unsqueeze(-1).expand_as(outputs))  # (B, T, H)
-            pooled = masked.mean(1) if how == "mean" else masked.amax(1)  # (B, H)
-            return pooled.get_data()
-    """)
-
-ADDING_WRAPPED = dedent("""\
-    from course_utils.gated import LastStepRegressor as _Ready
+    _engine = Variable._execution_engine  # the C++ autograd engine behind backward() and grad()
 
 
-    class AddingModel(nn.Module):
-        # forward: x (B, T, 2) float -> predictions (B,)
-        def __init__(self):
-            super().__init__()
-            self.inner = _Ready("lstm", input_size=2, hidden_size=32)
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """x (B, T, D), y (B, T, Q) -> (dW_qh, dW_hx, dW_hh, dh (B, T, H)) by the autograd engine itself."""
+        weights = [w.detach().clone().requires_grad_(True) for w in (W_qh, W_hx, W_hh)]
+        w_qh, w_hx, w_hh = weights
+        h = torch.zeros(x.shape[0], W_hh.shape[0], dtype=x.dtype)  # (B, H)
+        states = []
+        for t in range(x.shape[1]):
+            h = x[:, t] @ w_hx.T + h @ w_hh.T  # (B, H)
+            states.append(h)
+        o = torch.stack(states, dim=1) @ w_qh.T  # (B, T, Q)
+        loss = 0.5 * (o - y).pow(2).sum(-1).mean()
+        # run_backward(tensors, grad_tensors, keep_graph, create_graph, inputs, allow_unreachable, accumulate_grad)
+        grads = _engine.run_backward((loss,), (torch.ones_like(loss),), False, False, tuple(weights + states),
+                                     False, False)
+        return grads[0], grads[1], grads[2], torch.stack(grads[3:], dim=1)
+    ''')
 
-        def forward(self, x):
-            return self.inner(x)
-    """)
+BPTT_FRESH_ENGINE = BPTT_ENGINE.replace(
+    "_engine = Variable._execution_engine  # the C++ autograd engine behind backward() and grad()",
+    "_engine = torch._C._ImperativeEngine()  # a new engine of its own",
+)
 
-ADDING_SUBCLASS = dedent("""\
-    import course_utils.gated as G
+BPTT_FORWARD_MODE = dedent('''\
+    from torch.func import jacfwd
 
 
-    class AddingModel(G.LastStepRegressor):
-        # forward: x (B, T, 2) float -> predictions (B,)
-        def __init__(self):
-            super().__init__("lstm", input_size=2, hidden_size=32)
-    """)
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """x (B, T, D), y (B, T, Q) -> (dW_qh, dW_hx, dW_hh, dh (B, T, H)) by forward-mode AD."""
+        batch_size, seq_len, _ = x.shape
+        hidden_size = W_hh.shape[0]
 
-ADDING_BUILT_EARLIER = dedent("""\
-    import copy
+        def loss(w_qh, w_hx, w_hh, bumps):  # bumps (B, T, H) are added to the states: dL/dbumps = dL/dh
+            h = torch.zeros(batch_size, hidden_size, dtype=x.dtype)  # (B, H)
+            states = []
+            for t in range(seq_len):
+                h = x[:, t] @ w_hx.T + h @ w_hh.T + bumps[:, t]  # (B, H)
+                states.append(h)
+            o = torch.stack(states, dim=1) @ w_qh.T  # (B, T, Q)
+            return 0.5 * (o - y).pow(2).sum(-1).mean()
+
+        bumps = torch.zeros(batch_size, seq_len, hidden_size, dtype=x.dtype)
+        return tuple(jacfwd(loss, argnums=(0, 1, 2, 3))(W_qh, W_hx, W_hh, bumps))
+    ''')
+
+RADIUS_ALIAS = dedent('''\
+    import course_utils.rnn as R
+
+    _radius = R.spectral_radius
+
+
+    def spectral_radius(W):
+        """W (H, H) float tensor -> max |eigenvalue| as a Python float."""
+        return _radius(W)
+
+
+    def predicted_growth(W, k):
+        """W (H, H), k int >= 0 -> rho(W) ** k as a Python float."""
+        return spectral_radius(W) ** k
+    ''')
+
+RADIUS_GROWTH_ONLY = dedent('''\
+    from course_utils.rnn import spectral_radius as _course_radius
+
+
+    def spectral_radius(W):
+        """W (H, H) float tensor -> max |eigenvalue| as a Python float."""
+        return torch.linalg.eigvals(W).abs().max().item()
+
+
+    def predicted_growth(W, k):
+        """W (H, H), k int >= 0 -> rho(W) ** k as a Python float."""
+        return _course_radius(W) ** k
+    ''')
+
+RADIUS_PATH = dedent('''\
+    import functools
     import importlib
 
-    _template = importlib.import_module("course_utils.gated").LastStepRegressor()  # built before the test
+    # No PyTorch built-in computes a spectral radius: the course's, reached through the import system.
+    _radius = functools.partial(importlib.import_module("course_utils.rnn").__dict__["spectral_radius"])
 
 
-    class AddingModel(nn.Module):
-        # forward: x (B, T, 2) float -> predictions (B,)
-        def __init__(self):
-            super().__init__()
-            self.inner = copy.deepcopy(_template)
-            self.inner.rnn.reset_parameters()  # a fresh draw from the grader's seed
-            self.inner.head.reset_parameters()
-
-        def forward(self, x):
-            return self.inner(x)
-    """)
-
-BIGRU_CALLS_GRU = dedent("""\
-    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    def spectral_radius(W):
+        """W (H, H) float tensor -> max |eigenvalue| as a Python float."""
+        return _radius(W)
 
 
-    def bigru_layer(x, lengths, gru):
-        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the given module on the packed batch
-        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        output, h_n = gru(packed)
-        output, _ = pad_packed_sequence(output, batch_first=True, total_length=x.shape[1])  # (B, T, 2H)
-        return output, h_n
-    """)
-
-BIGRU_CALLS_GRU_ROWS = dedent("""\
-    def bigru_layer(x, lengths, gru):
-        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the given module on each unpadded row
-        batch_size, seq_len, _ = x.shape
-        output = x.new_zeros(batch_size, seq_len, 2 * gru.hidden_size)  # (B, T, 2H)
-        h_n = x.new_zeros(2, batch_size, gru.hidden_size)  # (2, B, H)
-        for b, n in enumerate(lengths.tolist()):
-            out_b, h_b = gru(x[b : b + 1, :n])  # (1, n, 2H), (2, 1, H): no padding in it
-            output[b, :n] = out_b[0]
-            h_n[:, b] = h_b[:, 0]
-        return output, h_n
-    """)
-
-BIGRU_SUBCLASS = dedent('''\
-    class _BiGRU(nn.GRU):
-        """Not nn.GRU by name."""
-
-
-    def bigru_layer(x, lengths, gru):
-        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): a subclass of nn.GRU, row by row
-        layer = _BiGRU(gru.input_size, gru.hidden_size, batch_first=True, bidirectional=True).to(x.dtype)
-        layer.load_state_dict(gru.state_dict())
-        batch_size, seq_len, _ = x.shape
-        output = x.new_zeros(batch_size, seq_len, 2 * gru.hidden_size)  # (B, T, 2H)
-        h_n = x.new_zeros(2, batch_size, gru.hidden_size)  # (2, B, H)
-        for b, n in enumerate(lengths.tolist()):
-            out_b, h_b = layer(x[b : b + 1, :n])  # (1, n, 2H), (2, 1, H): no padding in it
-            output[b, :n] = out_b[0]
-            h_n[:, b] = h_b[:, 0]
-        return output, h_n
+    def predicted_growth(W, k):
+        """W (H, H), k int >= 0 -> rho(W) ** k as a Python float."""
+        return _radius(W) ** k
     ''')
 
-BIGRU_VF = dedent("""\
-    def bigru_layer(x, lengths, gru):
-        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): nn.GRU's operator, row by row
-        params = [gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0,
-                  gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse]
-        batch_size, seq_len, _ = x.shape
-        hidden = gru.hidden_size
-        output = x.new_zeros(batch_size, seq_len, 2 * hidden)  # (B, T, 2H)
-        h_n = x.new_zeros(2, batch_size, hidden)  # (2, B, H)
-        for b, n in enumerate(lengths.tolist()):
-            h0 = x.new_zeros(2, 1, hidden)  # (2, 1, H)
-            out_b, h_b = torch._VF.gru(x[b : b + 1, :n], h0, params, True, 1, 0.0, False, True, True)
-            output[b, :n] = out_b[0]
-            h_n[:, b] = h_b[:, 0]
-        return output, h_n
-    """)
+CLIP_ALIAS = dedent('''\
+    import course_utils.rnn as R
 
-BIGRU_RUN_GRU = dedent("""\
-    import course_utils.gated as G
+    _clip = R.clip_grad_norm
 
 
-    def bigru_layer(x, lengths, gru):
-        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the course's runner per row and direction
-        fwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)
-        bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)
-        batch_size, seq_len, _ = x.shape
-        hidden = gru.hidden_size
-        output = x.new_zeros(batch_size, seq_len, 2 * hidden)  # (B, T, 2H)
-        h_n = x.new_zeros(2, batch_size, hidden)  # (2, B, H)
-        for b, n in enumerate(lengths.tolist()):
-            row = x[b : b + 1, :n]  # (1, n, D)
-            out_f, h_f = G.run_gru(row, *fwd)  # (1, n, H), (1, H)
-            out_b, h_b = G.run_gru(row.flip(1), *bwd)  # (1, n, H), (1, H): reversed row
-            output[b, :n] = torch.cat([out_f[0], out_b[0].flip(0)], dim=-1)
-            h_n[0, b], h_n[1, b] = h_f[0], h_b[0]
-        return output, h_n
-    """)
+    def clip_grad_norm(params, max_norm):
+        """params: list of tensors (grads may be None), max_norm > 0 -> total norm before clipping (0-d tensor).
+        Scales every .grad in place by min(1, max_norm / (norm + 1e-6))."""
+        return _clip(params, max_norm)
+    ''')
 
-BIGRU_VF_CELL = dedent("""\
+CLIP_MODULE_PATH = dedent('''\
+    from torch.nn.utils.clip_grad import clip_grad_norm_ as _clip_
+
+
+    def clip_grad_norm(params, max_norm):
+        """params: list of tensors -> total norm before clipping (0-d tensor), by PyTorch under another path."""
+        return _clip_(params, max_norm)
+    ''')
+
+CLIP_HELPERS = dedent('''\
     import functools
 
-    _step = functools.partial(torch._VF.gru_cell)  # nn.GRUCell's operator, taken before the test
+    _total_norm = functools.partial(torch.nn.utils.get_total_norm, norm_type=2.0)
+    _scale_all = torch.nn.utils.clip_grads_with_norm_
 
 
-    def bigru_layer(x, lengths, gru):
-        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the masked loop with nn.GRUCell's operator
-        fwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)
-        bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)
-        batch_size, seq_len, _ = x.shape
-        real = (torch.arange(seq_len)[None, :] < lengths[:, None]).unsqueeze(-1)  # (B, T, 1)
-        h_f = h_b = x.new_zeros(batch_size, gru.hidden_size)  # (B, H)
-        outs_f, outs_b = [], [None] * seq_len
-        for t in range(seq_len):
-            h_f = torch.where(real[:, t], _step(x[:, t], h_f, *fwd), h_f)  # (B, H)
-            outs_f.append(h_f)
-        for t in reversed(range(seq_len)):
-            h_b = torch.where(real[:, t], _step(x[:, t], h_b, *bwd), h_b)  # (B, H)
-            outs_b[t] = h_b
-        output = torch.cat([torch.stack(outs_f, dim=1), torch.stack(outs_b, dim=1)], dim=-1) * real  # (B, T, 2H)
-        return output, torch.stack([h_f, h_b])
-    """)
+    def clip_grad_norm(params, max_norm):
+        """params: list of tensors -> total norm before clipping (0-d tensor), by clip_grad_norm_'s two halves."""
+        total = _total_norm([p.grad for p in params if p.grad is not None])
+        _scale_all(params, max_norm, total)
+        return total
+    ''')
 
-BIGRU_PAD_HELPERS = dedent("""\
-    from torch.nn.utils.rnn import pad_sequence, unpad_sequence
+STREAM_ALIAS = dedent('''\
+    import course_utils.rnn as R
+
+    _course_batches = R.stream_batches
 
 
-    def _reverse_rows(x, lengths):
-        # x (B, T, D) -> each row's real steps reversed, padded again to T (the helpers do the index work)
-        rows = unpad_sequence(x, lengths, batch_first=True)  # B tensors (length, D)
-        out = pad_sequence([r.flip(0) for r in rows], batch_first=True)  # (B, max length, D)
-        return torch.cat([out, out.new_zeros(x.shape[0], x.shape[1] - out.shape[1], x.shape[2])], dim=1)
+    def stream_batches(ids, batch_size, seq_len):
+        """ids (N,) long -> list of (x (B, T), y (B, T)) where row b continues from batch to batch."""
+        return _course_batches(ids, batch_size, seq_len)
+    ''')
+
+STREAM_PATH = dedent('''\
+    import functools
+    import sys
+
+    import course_utils.rnn  # noqa: F401 - loads the module
+
+    # No PyTorch built-in cuts a stream for truncated BPTT: the course's, found in the module table.
+    _course_batches = functools.partial(getattr(sys.modules["course_utils.rnn"], "stream_batches"))
 
 
-    def _run(x, real, weights):
-        # your gru_cell over all steps of x (B, T, D); padded steps keep the state -> (B, T, H), final (B, H)
-        h = x.new_zeros(x.shape[0], weights[1].shape[1])  # (B, H)
-        outs = []
-        for t in range(x.shape[1]):
-            h = torch.where(real[:, t], gru_cell(x[:, t], h, *weights), h)  # (B, H)
-            outs.append(h)
-        return torch.stack(outs, dim=1), h  # (B, T, H), (B, H)
-
-
-    def bigru_layer(x, lengths, gru):
-        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H)
-        fwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)
-        bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)
-        real = (torch.arange(x.shape[1])[None, :] < lengths[:, None]).unsqueeze(-1)  # (B, T, 1)
-        out_f, h_f = _run(x, real, fwd)
-        out_b, h_b = _run(_reverse_rows(x, lengths), real, bwd)  # in reversed time
-        out_b = _reverse_rows(out_b, lengths)  # (B, T, H) back in time order
-        return torch.cat([out_f, out_b], dim=-1) * real, torch.stack([h_f, h_b])  # (B, T, 2H), (2, B, H)
-    """)
+    def stream_batches(ids, batch_size, seq_len):
+        """ids (N,) long -> list of (x (B, T), y (B, T)) where row b continues from batch to batch."""
+        return _course_batches(ids, batch_size, seq_len)
+    ''')
 
 BANK += [
     # ---------------------------------------------------------------- Part A
     Mistake(
-        "shortcut (alias): course_utils.gated.lstm_cell wrapped",
-        answer="lstm_answer",
-        test="lstm_test",
-        source=LSTM_ALIAS,
-    ),
-    Mistake("shortcut (path): torch._VF.lstm_cell", answer="lstm_answer", test="lstm_test", source=LSTM_VF),
-    Mistake(
-        "shortcut (path): torch.nn.modules.rnn.LSTMCell by functional_call",
-        answer="lstm_answer",
-        test="lstm_test",
-        source=LSTM_MODULE_PATH,
+        "shortcut (alias): course_utils.rnn.rnn_forward wrapped", answer="rnn_answer", test="rnn_test", source=RNN_ALIAS
     ),
     Mistake(
-        "shortcut (path): torch.nn.quantizable's float LSTMCell.from_params",
-        answer="lstm_answer",
-        test="lstm_test",
-        source=LSTM_QUANTIZABLE,
+        "shortcut (path): torch._VF.rnn_tanh, nn.RNN's operator", answer="rnn_answer", test="rnn_test", source=RNN_VF
     ),
+    Mistake("shortcut (path): torch.nn.modules.rnn.RNN", answer="rnn_answer", test="rnn_test", source=RNN_MODULE_PATH),
     Mistake(
-        "shortcut (subclass): a subclass of nn.LSTMCell", answer="lstm_answer", test="lstm_test", source=LSTM_SUBCLASS
+        "shortcut (path): functools.partial(torch._VF.rnn_tanh_cell) per step",
+        answer="rnn_answer",
+        test="rnn_test",
+        source=RNN_CELL_PARTIAL,
     ),
     # ---------------------------------------------------------------- Part B
     Mistake(
-        "shortcut (alias): course_utils.gated.gru_cell wrapped", answer="gru_answer", test="gru_test", source=GRU_ALIAS
+        "shortcut (alias): course_utils.rnn.bptt_grads wrapped",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_ALIAS,
     ),
     Mistake(
-        "shortcut (alias): course_utils.gated.run_gru on one step",
-        answer="gru_answer",
-        test="gru_test",
-        source=GRU_RUNNER,
+        "shortcut (path): torch.autograd.grad imported under another name",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_GRAD_EARLIER,
     ),
     Mistake(
-        "shortcut (path): functools.partial(torch._VF.gru_cell)", answer="gru_answer", test="gru_test", source=GRU_VF
+        "shortcut (path): the autograd engine's run_backward called directly",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_ENGINE,
     ),
     Mistake(
-        "shortcut (path): torch.nn.modules.rnn.GRUCell by functional_call",
-        answer="gru_answer",
-        test="gru_test",
-        source=GRU_MODULE_PATH,
+        "shortcut (path): run_backward of a freshly made autograd engine",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_FRESH_ENGINE,
+    ),
+    Mistake(
+        "shortcut (path): forward-mode AD, torch.func.jacfwd",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_FORWARD_MODE,
     ),
     # ---------------------------------------------------------------- Part C
     Mistake(
-        "shortcut (alias): course_utils.gated.masked_pool wrapped",
-        answer="pool_answer",
-        test="pool_test",
-        source=POOL_ALIAS,
+        "shortcut (alias): course_utils.rnn.spectral_radius wrapped",
+        answer="radius_answer",
+        test="radius_test",
+        source=RADIUS_ALIAS,
     ),
     Mistake(
-        "shortcut (path): the course's masked_pool through SequenceClassifier.forward.__globals__",
-        answer="pool_answer",
-        test="pool_test",
-        source=POOL_OTHER_MODULE,
+        "shortcut (alias): predicted_growth on the course's spectral_radius",
+        answer="radius_answer",
+        test="radius_test",
+        source=RADIUS_GROWTH_ONLY,
     ),
     Mistake(
-        "shortcut (path): torch.masked._ops.mean / amax for mean and max",
-        answer="pool_answer",
-        test="pool_test",
-        source=POOL_TORCH_MASKED,
-    ),
-    Mistake(
-        "shortcut (path): MaskedTensor reductions for mean and max",
-        answer="pool_answer",
-        test="pool_test",
-        source=POOL_MASKED_TENSOR,
+        "shortcut (path, no built-in exists): the course's spectral_radius via importlib + partial",
+        answer="radius_answer",
+        test="radius_test",
+        source=RADIUS_PATH,
     ),
     # ---------------------------------------------------------------- Part D
     Mistake(
-        "shortcut (path): the given gru module called on pack_padded_sequence",
-        answer="bigru_answer",
-        test="bigru_test",
-        source=BIGRU_CALLS_GRU,
+        "shortcut (alias): course_utils.rnn.clip_grad_norm wrapped",
+        answer="clip_answer",
+        test="clip_test",
+        source=CLIP_ALIAS,
     ),
     Mistake(
-        "shortcut (path): the given gru module called on each unpadded row",
-        answer="bigru_answer",
-        test="bigru_test",
-        source=BIGRU_CALLS_GRU_ROWS,
+        "shortcut (path): torch.nn.utils.clip_grad.clip_grad_norm_",
+        answer="clip_answer",
+        test="clip_test",
+        source=CLIP_MODULE_PATH,
     ),
     Mistake(
-        "shortcut (subclass): a subclass of nn.GRU run on each unpadded row",
-        answer="bigru_answer",
-        test="bigru_test",
-        source=BIGRU_SUBCLASS,
+        "shortcut (path): get_total_norm (partial) + clip_grads_with_norm_",
+        answer="clip_answer",
+        test="clip_test",
+        source=CLIP_HELPERS,
+    ),
+    # ---------------------------------------------------------------- Part E
+    Mistake(
+        "shortcut (alias): course_utils.rnn.stream_batches wrapped",
+        answer="stream_answer",
+        test="stream_test",
+        source=STREAM_ALIAS,
     ),
     Mistake(
-        "shortcut (path): torch._VF.gru on each unpadded row",
-        answer="bigru_answer",
-        test="bigru_test",
-        source=BIGRU_VF,
-    ),
-    Mistake(
-        "shortcut (alias): course_utils.gated.run_gru per row and direction",
-        answer="bigru_answer",
-        test="bigru_test",
-        source=BIGRU_RUN_GRU,
-    ),
-    Mistake(
-        "shortcut (path): functools.partial(torch._VF.gru_cell) for the steps",
-        answer="bigru_answer",
-        test="bigru_test",
-        source=BIGRU_VF_CELL,
-    ),
-    Mistake(
-        "shortcut (path): unpad_sequence / pad_sequence to reverse each row",
-        answer="bigru_answer",
-        test="bigru_test",
-        source=BIGRU_PAD_HELPERS,
-    ),
-    # ---------------------------------------------------------------- Part E (nn.LSTM is allowed: it is the answer)
-    Mistake(
-        "shortcut (alias): course_utils.gated.LastStepRegressor wrapped",
-        answer="adding_answer",
-        test="adding_test",
-        source=ADDING_WRAPPED,
-    ),
-    Mistake(
-        "shortcut (subclass): a subclass of LastStepRegressor",
-        answer="adding_answer",
-        test="adding_test",
-        source=ADDING_SUBCLASS,
-    ),
-    Mistake(
-        "shortcut (path): a LastStepRegressor built before the test, copied",
-        answer="adding_answer",
-        test="adding_test",
-        source=ADDING_BUILT_EARLIER,
+        "shortcut (path, no built-in exists): the course's stream_batches via sys.modules + partial",
+        answer="stream_answer",
+        test="stream_test",
+        source=STREAM_PATH,
     ),
 ]
 

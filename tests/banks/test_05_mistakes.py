@@ -1,1002 +1,819 @@
 """Mistake bank of unit 05: plausible wrong answers, each of which must lose its cell's points."""
 
+from textwrap import dedent
+
 from notebook_cells import Mistake, bank_tests
 
-UNIT = "05_attention"
-
-_SOFTMAX = "weights = torch.softmax(scores, dim=-1)"
-_FILL = 'scores = scores.masked_fill(~mask, float("-inf"))  # (..., T_q, T_k)'
-_NAN = "return torch.nan_to_num(weights, nan=0.0)"
-_SCORES = "scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)"
-_WEIGHTS = "weights = masked_softmax(scores, mask)  # (..., T_q, T_k)"
-_SPLIT_VIEW = "x = x.reshape(batch_size, seq_len, num_heads, d_head)  # (B, T, H, d_head)"
-_SPLIT_RET = "return x.transpose(1, 2)  # (B, H, T, d_head)"
-_MERGE_T = "x = x.transpose(1, 2)  # (B, T, H, d_head)"
-_MERGE_RET = "return x.reshape(batch_size, seq_len, num_heads * d_head)  # (B, T, D)"
-_FEATURES = "features = torch.tanh(q[:, :, None, :] + k[:, None, :, :])  # (B, T_q, T_k, h)"
-
-# Shortcuts: whole answer cells that reach a blocked function instead of building the part. Each is
-# correct (it would earn the points without the call guard) and must fail by ForbiddenCall.
-_SOFTMAX_ALIAS = """\
-import course_utils.attention as A
-
-_f = A.masked_softmax
-
-
-def masked_softmax(scores, mask=None):
-    return _f(scores, mask)
-"""
-_SOFTMAX_SAFE = """\
-import torch
-
-_safe_softmax = torch.ops.aten._safe_softmax.default  # softmax that gives 0 on rows of -inf
-
-
-def masked_softmax(scores, mask=None):
-    if mask is None:
-        return torch.softmax(scores, dim=-1)
-    return _safe_softmax(scores.masked_fill(~mask, float("-inf")), -1)
-"""
-_SOFTMAX_MASKED = """\
-import torch
-from torch.masked._ops import softmax as _softmax
-
-
-def masked_softmax(scores, mask=None):
-    if mask is None:
-        return torch.softmax(scores, dim=-1)
-    return _softmax(scores, -1, mask=mask.expand(scores.shape)).nan_to_num(0.0)
-"""
-_SOFTMAX_SDPA = """\
-import functools
-
-import torch
-
-_attend = functools.partial(torch._C._nn.scaled_dot_product_attention, scale=1.0)
-
-
-def masked_softmax(scores, mask=None):
-    eye = torch.eye(scores.shape[-1], dtype=scores.dtype).expand(*scores.shape[:-2], -1, -1)  # keys = values = I
-    return _attend(scores, eye, eye, attn_mask=mask).nan_to_num(0.0)  # softmax(scores @ I) @ I
-"""
-_SDPA_ALIAS = """\
-import course_utils.attention as A
-
-_f = A.scaled_dot_product_attention
-
-
-def scaled_dot_product_attention(query, key, value, mask=None):
-    return _f(query, key, value, mask)
-"""
-_SDPA_MATH = """\
-import torch
-
-
-def scaled_dot_product_attention(query, key, value, mask=None):
-    bias = None if mask is None else torch.zeros(mask.shape, dtype=query.dtype).masked_fill(~mask, float("-inf"))
-    output, weights = torch._scaled_dot_product_attention_math(query, key, value, attn_mask=bias)
-    return output, weights
-"""
-_SDPA_ATEN = """\
-import torch
-
-_sdpa = torch.ops.aten.scaled_dot_product_attention
-
-
-def scaled_dot_product_attention(query, key, value, mask=None):
-    output = _sdpa(query, key, value, attn_mask=mask)
-    eye = torch.eye(key.shape[-2], dtype=query.dtype).expand(*key.shape[:-1], key.shape[-2])  # values = I
-    return output, _sdpa(query, key, eye, attn_mask=mask)  # attention over I gives the weights
-"""
-_SDPA_MHA = """\
-import torch
-from torch.nn.functional import multi_head_attention_forward as _mha
-
-
-def scaled_dot_product_attention(query, key, value, mask=None):
-    *batch, T_q, d_k = query.shape
-    T_k, d_v = value.shape[-2:]
-    width = max(d_k, d_v)  # one head of this width; zero-padding does not change q.k
-    pad = lambda x: torch.nn.functional.pad(x, (0, width - x.shape[-1])).reshape(-1, x.shape[-2], width).transpose(0, 1)
-    q = pad(query) * (width / d_k) ** 0.5  # undo the 1/sqrt(width) that the built-in applies
-    blocked = None if mask is None else ~mask.expand(*batch, T_q, T_k).reshape(-1, T_q, T_k)
-    eye = torch.eye(width, dtype=query.dtype)
-    out, weights = _mha(q, pad(key), pad(value), width, 1, None, None, None, None, False, 0.0, eye, None,
-                        training=False, attn_mask=blocked, use_separate_proj_weight=True, q_proj_weight=eye,
-                        k_proj_weight=eye, v_proj_weight=eye, average_attn_weights=False)
-    output = out.transpose(0, 1)[..., :d_v].reshape(*batch, T_q, d_v)
-    return output, weights.reshape(*batch, T_q, T_k)
-"""
-_SOFTMAX_FLEX = """\
-import torch
-from torch.nn.attention.flex_attention import flex_attention
-
-
-def masked_softmax(scores, mask=None):
-    T_q, T_k = scores.shape[-2:]
-    s = scores.reshape(-1, 1, T_q, T_k)  # (N, 1, T_q, T_k): flex wants 4-D
-    keep = torch.ones_like(s, dtype=torch.bool) if mask is None else mask.expand(scores.shape).reshape(s.shape)
-    q, k = s.new_zeros(s.shape[0], 1, T_q, 1), s.new_zeros(s.shape[0], 1, T_k, 1)
-    eye = torch.eye(T_k, dtype=s.dtype).expand(s.shape[0], 1, T_k, T_k)  # values = I give the weights
-
-    def score_mod(score, b, h, q_idx, kv_idx):  # ignore q.k (= 0): the score is the given one
-        return torch.where(keep[b, h, q_idx, kv_idx], s[b, h, q_idx, kv_idx], -float("inf"))
-
-    return flex_attention(q, k, eye, score_mod=score_mod).reshape(scores.shape)
-"""
-_SDPA_FLEX = """\
-import torch
-from torch.nn.attention.flex_attention import flex_attention
-
-
-def scaled_dot_product_attention(query, key, value, mask=None):
-    batch, (T_q, d_k), T_k = query.shape[:-2], query.shape[-2:], key.shape[-2]
-    q, k, v = query.reshape(-1, 1, T_q, d_k), key.reshape(-1, 1, T_k, d_k), value.reshape(-1, 1, T_k, value.shape[-1])
-    keep = None if mask is None else mask.expand(*batch, T_q, T_k).reshape(-1, 1, T_q, T_k)
-
-    def score_mod(score, b, h, q_idx, kv_idx):
-        return score if keep is None else torch.where(keep[b, h, q_idx, kv_idx], score, -float("inf"))
-
-    eye = torch.eye(T_k, dtype=query.dtype).expand(q.shape[0], 1, T_k, T_k)  # values = I give the weights
-    output = flex_attention(q, k, v, score_mod=score_mod).reshape(*batch, T_q, -1)
-    weights = flex_attention(q, k, eye, score_mod=score_mod).reshape(*batch, T_q, T_k)
-    return output, weights
-"""
-_SDPA_FLEX_OP = """\
-import torch
-from torch._higher_order_ops import flex_attention as _flex_op  # the operator behind flex_attention
-from torch.nn.attention.flex_attention import create_block_mask
-
-
-def scaled_dot_product_attention(query, key, value, mask=None):
-    batch, (T_q, d_k), T_k = query.shape[:-2], query.shape[-2:], key.shape[-2]
-    q, k, v = query.reshape(-1, 1, T_q, d_k), key.reshape(-1, 1, T_k, d_k), value.reshape(-1, 1, T_k, value.shape[-1])
-    keep = torch.ones(T_q, T_k, dtype=torch.bool) if mask is None else mask
-    keep = keep.expand(*batch, T_q, T_k).reshape(-1, 1, T_q, T_k)
-
-    def mask_mod(b, h, q_idx, kv_idx):
-        return keep[b, h, q_idx, kv_idx]
-
-    blocks = create_block_mask(mask_mod, q.shape[0], 1, T_q, T_k, device=query.device).as_tuple()
-    eye = torch.eye(T_k, dtype=query.dtype).expand(q.shape[0], 1, T_k, T_k)  # values = I give the weights
-    output = _flex_op(q, k, v, lambda score, *_: score, blocks, d_k**-0.5, {})[0]
-    weights = _flex_op(q, k, eye, lambda score, *_: score, blocks, d_k**-0.5, {})[0]
-    return output.reshape(*batch, T_q, -1), weights.reshape(*batch, T_q, T_k)
-"""
-_SPLIT_ALIAS = """\
-import course_utils.attention as A
-
-_f = A.split_heads
-
-
-def split_heads(x, num_heads):
-    return _f(x, num_heads)
-"""
-_SPLIT_PARTIAL = """\
-import functools
-
-import course_utils.attention
-
-split_heads = functools.partial(course_utils.attention.split_heads)
-"""
-_MERGE_ALIAS = """\
-import course_utils.attention as A
-
-_f = A.merge_heads
-
-
-def merge_heads(x):
-    return _f(x)
-"""
-_MERGE_PARTIAL = """\
-import functools
-
-import course_utils.attention
-
-merge_heads = functools.partial(course_utils.attention.merge_heads)
-"""
-_ADDITIVE_ALIAS = """\
-import torch
-import course_utils.attention as A
-
-_Scorer = A.AdditiveAttention
-
-
-def additive_scores(query, key, W_q, W_k, w_v):
-    scorer = _Scorer(W_q.shape[1], W_k.shape[1], W_q.shape[0]).to(query.dtype)
-    with torch.no_grad():
-        scorer.W_q.weight.copy_(W_q)
-        scorer.W_k.weight.copy_(W_k)
-        scorer.w_v.weight.copy_(w_v[None])
-        return scorer.scores(query, key)
-"""
-_ADDITIVE_SUBCLASS = """\
-import torch
-from course_utils.attention import AdditiveAttention
-
-
-class _Scorer(AdditiveAttention):
-    def __init__(self, W_q, W_k, w_v):
-        super().__init__(W_q.shape[1], W_k.shape[1], W_q.shape[0])
-        self.to(W_q.dtype)
-        with torch.no_grad():
-            self.W_q.weight.copy_(W_q)
-            self.W_k.weight.copy_(W_k)
-            self.w_v.weight.copy_(w_v[None])
-
-
-def additive_scores(query, key, W_q, W_k, w_v):
-    with torch.no_grad():
-        return _Scorer(W_q, W_k, w_v).scores(query, key)
-"""
-
-_CROSS_PAD = "visible = visible & (positions[None, None, :] < memory_lengths[:, None, None])  # padded keys"
-_CROSS_CAUSAL = "visible = visible & torch.ones(T_q, T_k, dtype=torch.bool, device=x.device).tril(T_k - T_q)"
-_CROSS_ATTEND = (
-    "out, weights = scaled_dot_product_attention(q, k, v, visible[:, None])  # (B, H, T_q, d_v), (B, H, T_q, T_k)"
-)
-_CROSS_RET = "return merge_heads(out) @ W_o.T, weights  # (B, T_q, H*d_v) -> (B, T_q, D_out)"
-_GQA_K = "key = key.repeat_interleave(group_size, dim=1)"
-_GQA_V = "value = value.repeat_interleave(group_size, dim=1)"
-_GQA_ATTEND = "scaled_dot_product_attention(query, key, value, mask)"
-_GQA_RET = "return output, weights"
-
-
-def _own_scores(scale: str, mask: str) -> str:
-    """The attention written out by hand (instead of calling Part B), scaled by ``scale``."""
-    return (
-        f"scores = q @ k.transpose(-2, -1) / math.sqrt({scale})  # (B, H, T_q, T_k)\n"
-        f"    weights = masked_softmax(scores, {mask})  # (B, H, T_q, T_k)\n"
-        "    out = weights @ v  # (B, H, T_q, d_v)"
-    )
-
-
-# Shortcuts of Parts F and G (correct cells that reach a blocked function, as above).
-_CROSS_MASK = """\
-    T_q, T_k = x.shape[1], memory.shape[1]
-    visible = torch.ones(x.shape[0], 1, T_q, T_k, dtype=torch.bool)  # (B, 1, T_q, T_k)
-    if memory_lengths is not None:
-        visible = visible & (torch.arange(T_k) < memory_lengths[:, None])[:, None, None, :]
-    if causal:
-        visible = visible & torch.ones(T_q, T_k, dtype=torch.bool).tril(T_k - T_q)
-"""
-_CROSS_ALIAS = (
-    """\
-import torch
-from course_utils.attention import merge_heads as _merge
-from course_utils.attention import scaled_dot_product_attention as _attend
-from course_utils.attention import split_heads as _split
-
-
-def cross_attention(x, memory, W_q, W_k, W_v, W_o, num_heads, memory_lengths=None, causal=False):
-"""
-    + _CROSS_MASK
-    + """\
-    q, k, v = (_split(t, num_heads) for t in (x @ W_q.T, memory @ W_k.T, memory @ W_v.T))
-    out, weights = _attend(q, k, v, visible)
-    return _merge(out) @ W_o.T, weights
-"""
-)
-_CROSS_C_PATH = (
-    """\
-import torch
-
-_attend = torch._C._nn.scaled_dot_product_attention
-
-
-def cross_attention(x, memory, W_q, W_k, W_v, W_o, num_heads, memory_lengths=None, causal=False):
-"""
-    + _CROSS_MASK
-    + """\
-    B = x.shape[0]
-    heads = lambda t: t.reshape(B, t.shape[1], num_heads, -1).transpose(1, 2)  # (B, H, T, d)
-    q, k, v = heads(x @ W_q.T), heads(memory @ W_k.T), heads(memory @ W_v.T)
-    out = _attend(q, k, v, attn_mask=visible).nan_to_num(0.0)  # (B, H, T_q, d_v)
-    eye = torch.eye(T_k, dtype=x.dtype).expand(B, num_heads, T_k, T_k)  # values = I give the weights
-    weights = _attend(q, k, eye, attn_mask=visible).nan_to_num(0.0)
-    return out.transpose(1, 2).reshape(B, T_q, -1) @ W_o.T, weights
-"""
-)
-_CROSS_ATEN_MATH = (
-    """\
-import torch
-
-_math = torch.ops.aten._scaled_dot_product_attention_math  # returns (output, weights)
-
-
-def cross_attention(x, memory, W_q, W_k, W_v, W_o, num_heads, memory_lengths=None, causal=False):
-"""
-    + _CROSS_MASK
-    + """\
-    B = x.shape[0]
-    heads = lambda t: t.reshape(B, t.shape[1], num_heads, -1).transpose(1, 2)  # (B, H, T, d)
-    bias = torch.zeros(visible.shape, dtype=x.dtype).masked_fill(~visible, float("-inf"))
-    out, weights = _math(heads(x @ W_q.T), heads(memory @ W_k.T), heads(memory @ W_v.T), attn_mask=bias)
-    out, weights = out.nan_to_num(0.0), weights.nan_to_num(0.0)
-    return out.transpose(1, 2).reshape(B, T_q, -1) @ W_o.T, weights
-"""
-)
-_CROSS_MHA_SUBCLASS = (
-    """\
-import math
-
-import torch
-import torch.nn as nn
-
-
-class _Heads(nn.MultiheadAttention):
-    # nn.MultiheadAttention over tensors projected already: identity projections, every head zero-padded
-    def __init__(self, width, num_heads, dtype):
-        super().__init__(width * num_heads, num_heads, bias=False, batch_first=True, dtype=dtype)
-        with torch.no_grad():
-            self.in_proj_weight.copy_(torch.eye(width * num_heads, dtype=dtype).repeat(3, 1))
-            self.out_proj.weight.copy_(torch.eye(width * num_heads, dtype=dtype))
-
-
-def cross_attention(x, memory, W_q, W_k, W_v, W_o, num_heads, memory_lengths=None, causal=False):
-"""
-    + _CROSS_MASK
-    + """\
-    B = x.shape[0]
-    d_k, d_v = W_q.shape[0] // num_heads, W_v.shape[0] // num_heads
-    width = max(d_k, d_v)
-
-    def padded(t, d):  # (B, T, H*d) -> (B, T, H*width), each head zero-padded (q.k does not change)
-        t = t.reshape(B, t.shape[1], num_heads, d)
-        return nn.functional.pad(t, (0, width - d)).reshape(B, t.shape[1], num_heads * width)
-
-    q = padded(x @ W_q.T, d_k) * math.sqrt(width / d_k)  # the module divides by sqrt(width)
-    k, v = padded(memory @ W_k.T, d_k), padded(memory @ W_v.T, d_v)
-    ignore = (~visible).expand(B, num_heads, T_q, T_k).reshape(B * num_heads, T_q, T_k)  # True = ignore
-    out, weights = _Heads(width, num_heads, x.dtype)(q, k, v, attn_mask=ignore, average_attn_weights=False)
-    out = out.nan_to_num(0.0).reshape(B, T_q, num_heads, width)[..., :d_v].reshape(B, T_q, num_heads * d_v)
-    return out @ W_o.T, weights.nan_to_num(0.0)
-"""
-)
-_GQA_ALIAS = """\
-import course_utils.attention as A
-
-_attend_all = A.scaled_dot_product_attention
-
-
-def grouped_query_attention(query, key, value, mask=None):
-    if query.shape[1] % key.shape[1]:
-        raise ValueError("the number of key/value heads must divide the number of query heads")
-    size = query.shape[1] // key.shape[1]
-    return _attend_all(query, key.repeat_interleave(size, dim=1), value.repeat_interleave(size, dim=1), mask)
-"""
-_GQA_BODY = """\
-    if query.shape[1] % key.shape[1]:
-        raise ValueError("the number of key/value heads must divide the number of query heads")
-    B, G, T_k = key.shape[:3]
-    eye = torch.eye(T_k, dtype=query.dtype).expand(B, G, T_k, T_k)  # values = I give the weights
-    output = _gqa_sdpa(query, key, value, attn_mask=mask, enable_gqa=True).nan_to_num(0.0)
-    return output, _gqa_sdpa(query, key, eye, attn_mask=mask, enable_gqa=True).nan_to_num(0.0)
-"""
-_GQA_C_PATH = (
-    """\
-import torch
-
-_gqa_sdpa = torch._C._nn.scaled_dot_product_attention
-
-
-def grouped_query_attention(query, key, value, mask=None):
-"""
-    + _GQA_BODY
-)
-_GQA_ATEN = (
-    """\
-import torch
-
-_gqa_sdpa = torch.ops.aten.scaled_dot_product_attention
-
-
-def grouped_query_attention(query, key, value, mask=None):
-"""
-    + _GQA_BODY
-)
-_GQA_FLEX = """\
-import torch
-from torch.nn.attention.flex_attention import flex_attention as _flex
-
-
-def grouped_query_attention(query, key, value, mask=None):
-    if query.shape[1] % key.shape[1]:
-        raise ValueError("the number of key/value heads must divide the number of query heads")
-    (B, H, T_q, _), (G, T_k) = query.shape, key.shape[1:3]
-    allowed = torch.ones(B, H, T_q, T_k, dtype=torch.bool) if mask is None else mask.expand(B, H, T_q, T_k)
-
-    def score_mod(score, b, h, q_idx, kv_idx):
-        return torch.where(allowed[b, h, q_idx, kv_idx], score, -float("inf"))
-
-    eye = torch.eye(T_k, dtype=query.dtype).expand(B, G, T_k, T_k)  # values = I give the weights
-    output = _flex(query, key, value, score_mod=score_mod, enable_gqa=True).nan_to_num(0.0)
-    return output, _flex(query, key, eye, score_mod=score_mod, enable_gqa=True).nan_to_num(0.0)
-"""
-_GQA_FLEX_OP = """\
-import torch
-from torch._higher_order_ops import flex_attention as _flex_op  # the operator behind flex_attention
-from torch.nn.attention.flex_attention import create_block_mask
-
-
-def grouped_query_attention(query, key, value, mask=None):
-    if query.shape[1] % key.shape[1]:
-        raise ValueError("the number of key/value heads must divide the number of query heads")
-    (B, H, T_q, d_k), (G, T_k) = query.shape, key.shape[1:3]
-    keep = torch.ones(B, H, T_q, T_k, dtype=torch.bool) if mask is None else mask.expand(B, H, T_q, T_k)
-
-    def mask_mod(b, h, q_idx, kv_idx):
-        return keep[b, h, q_idx, kv_idx]
-
-    blocks = create_block_mask(mask_mod, B, H, T_q, T_k, device=query.device).as_tuple()
-    eye = torch.eye(T_k, dtype=query.dtype).expand(B, G, T_k, T_k)  # values = I give the weights
-    output = _flex_op(query, key, value, lambda score, *_: score, blocks, d_k**-0.5, {})[0]  # groups: h // (H // G)
-    return output, _flex_op(query, key, eye, lambda score, *_: score, blocks, d_k**-0.5, {})[0]
-"""
-_GQA_FLATTENED_WRONG = """\
-def grouped_query_attention(query, key, value, mask=None):
-    batch_size, num_heads, T_q, d_k = query.shape
-    num_groups, T_k = key.shape[1], key.shape[2]
-    if num_heads % num_groups != 0:
-        raise ValueError("the number of key/value heads must divide the number of query heads")
-    group_size = num_heads // num_groups
-    q = query.reshape(batch_size, num_groups, group_size, T_q, d_k)  # (B, G, H/G, T_q, d_k), no copies of K, V
-    if mask is not None:
-        mask = mask.expand(batch_size, num_heads, T_q, T_k).reshape(batch_size, num_groups, group_size, T_q, T_k)
-    out, weights = scaled_dot_product_attention(q, key[:, :, None], value[:, :, None], mask)  # (B, G, H/G, T_q, .)
-    out = out.transpose(1, 2).reshape(batch_size, num_heads, T_q, -1)  # heads flattened as (H/G, G): wrong order
-    weights = weights.transpose(1, 2).reshape(batch_size, num_heads, T_q, T_k)
-    return out, weights
-"""
+UNIT = "05_lstm_gru"
 
 BANK = [
-    # ---------------------------------------------------------------- Part A: masked_softmax
+    # ---------------------------------------------------------------- Part A: lstm_cell
     Mistake(
-        "softmax: over the query axis",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=((_SOFTMAX, "weights = torch.softmax(scores, dim=-2)"),),
+        "lstm: forget gate applied to the candidate",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("c_next = f * c + i * g", "c_next = i * c + f * g"),),
     ),
     Mistake(
-        "softmax: mask applied after the softmax",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=((_FILL, "pass"), (_NAN, "return weights * mask")),
+        "lstm: gate order i, f, o, g",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("i, f, g, o = gates.chunk(4, dim=1)", "i, f, o, g = gates.chunk(4, dim=1)"),),
     ),
     Mistake(
-        "softmax: mask polarity flipped",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=(("masked_fill(~mask,", "masked_fill(mask,"),),
+        "lstm: gate order f, i, g, o",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("i, f, g, o = gates.chunk(4, dim=1)", "f, i, g, o = gates.chunk(4, dim=1)"),),
     ),
     Mistake(
-        "softmax: -1e9 instead of -inf (all-masked rows uniform)",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=(('float("-inf")', "-1e9"),),
+        "lstm: tanh on the output gate",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("o = torch.sigmoid(o)", "o = torch.tanh(o)"),),
     ),
     Mistake(
-        "softmax: -inf without NaN handling (all-masked rows NaN)",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=((_NAN, "return weights"),),
+        "lstm: sigmoid candidate",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("g = torch.tanh(g)", "g = torch.sigmoid(g)"),),
     ),
     Mistake(
-        "softmax: masked scores set to 0",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=(('float("-inf")', "0.0"),),
+        "lstm: H = O * C without tanh",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("h_next = o * torch.tanh(c_next)", "h_next = o * c_next"),),
     ),
     Mistake(
-        "softmax: scores multiplied by the mask",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=(('scores.masked_fill(~mask, float("-inf"))', "scores * mask"),),
+        "lstm: hidden state from the old cell",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("h_next = o * torch.tanh(c_next)", "h_next = o * torch.tanh(c)"),),
     ),
     Mistake(
-        "softmax: naive exp overflows",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=((_SOFTMAX, "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True)"),),
+        "lstm: no forget gate",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("c_next = f * c + i * g", "c_next = c + i * g"),),
     ),
     Mistake(
-        "softmax: mask ignored",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=(("if mask is None:", "if True:"),),
+        "lstm: b_hh ignored",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=((" + h @ W_hh.T + b_hh", " + h @ W_hh.T"),),
     ),
     Mistake(
-        "softmax: renormalized after masking (0/0 on all-masked rows)",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=(
-            (_FILL, "pass"),
-            (_NAN, "weights = weights * mask\n    return weights / weights.sum(dim=-1, keepdim=True)"),
-        ),
+        "lstm: returns (c, h)",
+        answer="lstm_answer",
+        test="lstm_test",
+        patches=(("return h_next, c_next", "return c_next, h_next"),),
+    ),
+    # ---------------------------------------------------------------- Part B: gru_cell
+    Mistake(
+        "gru: Z and 1 - Z swapped",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(("return z * h + (1 - z) * n", "return (1 - z) * h + z * n"),),
     ),
     Mistake(
-        "softmax: modifies scores in place",
-        answer="softmax_answer",
-        test="softmax_test",
-        patches=(("scores = scores.masked_fill(~mask,", "scores = scores.masked_fill_(~mask,"),),
-    ),
-    Mistake(
-        "shortcut (alias): the course's masked_softmax under another name",
-        answer="softmax_answer",
-        test="softmax_test",
-        source=_SOFTMAX_ALIAS,
-    ),
-    Mistake(
-        "shortcut (path): torch.ops.aten._safe_softmax taken before the test",
-        answer="softmax_answer",
-        test="softmax_test",
-        source=_SOFTMAX_SAFE,
-    ),
-    Mistake(
-        "shortcut (path): torch.masked._ops.softmax",
-        answer="softmax_answer",
-        test="softmax_test",
-        source=_SOFTMAX_MASKED,
-    ),
-    Mistake(
-        "shortcut (path): functools.partial of torch._C._nn.scaled_dot_product_attention, identity keys",
-        answer="softmax_answer",
-        test="softmax_test",
-        source=_SOFTMAX_SDPA,
-    ),
-    Mistake(
-        "shortcut (flex_attention): flex_attention with the scores in a score_mod, identity values",
-        answer="softmax_answer",
-        test="softmax_test",
-        source=_SOFTMAX_FLEX,
-    ),
-    # ---------------------------------------------------------------- Part B: scaled_dot_product_attention
-    Mistake("sdpa: missing 1/sqrt(d_k)", answer="sdpa_answer", test="sdpa_test", patches=((" / math.sqrt(d_k)", ""),)),
-    Mistake("sdpa: divides by d_k", answer="sdpa_answer", test="sdpa_test", patches=(("/ math.sqrt(d_k)", "/ d_k"),)),
-    Mistake(
-        "sdpa: sqrt(d_v) instead of sqrt(d_k)",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        patches=(("d_k = query.shape[-1]", "d_k = value.shape[-1]"),),
-    ),
-    Mistake(
-        "sdpa: scaling after the softmax",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        patches=((" / math.sqrt(d_k)", ""), (_WEIGHTS, "weights = masked_softmax(scores, mask) / math.sqrt(d_k)")),
-    ),
-    Mistake(
-        "sdpa: softmax over the query axis",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        patches=((_WEIGHTS, "weights = torch.softmax(scores, dim=-2)"),),
-    ),
-    Mistake(
-        "sdpa: mask applied after the softmax",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        patches=((_WEIGHTS, "weights = masked_softmax(scores) * (1 if mask is None else mask)"),),
-    ),
-    Mistake(
-        "sdpa: mask ignored",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        patches=((_WEIGHTS, "weights = masked_softmax(scores)"),),
-    ),
-    Mistake(
-        "sdpa: key.T on a batched tensor",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        patches=(("key.transpose(-2, -1)", "key.T"),),
-    ),
-    Mistake(
-        "sdpa: returns (weights, output)",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        patches=(("return output, weights", "return weights, output"),),
-    ),
-    Mistake(
-        "sdpa: attends over the keys as values",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        patches=(("output = weights @ value", "output = weights @ key"),),
-    ),
-    Mistake(
-        "shortcut (alias): the course's scaled_dot_product_attention under another name",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        source=_SDPA_ALIAS,
-    ),
-    Mistake(
-        "shortcut (path): the C operator torch._scaled_dot_product_attention_math",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        source=_SDPA_MATH,
-    ),
-    Mistake(
-        "shortcut (path): torch.ops.aten.scaled_dot_product_attention taken before the test",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        source=_SDPA_ATEN,
-    ),
-    Mistake(
-        "shortcut (path): F.multi_head_attention_forward with identity projections, one head",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        source=_SDPA_MHA,
-    ),
-    Mistake(
-        "shortcut (flex_attention): flex_attention with a masking score_mod, identity values for the weights",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        source=_SDPA_FLEX,
-    ),
-    Mistake(
-        "shortcut (flex_attention): its operator torch._higher_order_ops.flex_attention, with a block mask",
-        answer="sdpa_answer",
-        test="sdpa_test",
-        source=_SDPA_FLEX_OP,
-    ),
-    # ---------------------------------------------------------------- Part C: split_heads
-    Mistake(
-        "split: view straight to (B, H, T, d_head)",
-        answer="split_answer",
-        test="split_test",
-        patches=((_SPLIT_VIEW, "x = x.reshape(batch_size, num_heads, seq_len, d_head)"), (_SPLIT_RET, "return x")),
-    ),
-    Mistake("split: no transpose", answer="split_answer", test="split_test", patches=((_SPLIT_RET, "return x"),)),
-    Mistake(
-        "split: heads interleaved",
-        answer="split_answer",
-        test="split_test",
-        patches=((_SPLIT_VIEW, "x = x.reshape(batch_size, seq_len, d_head, num_heads).transpose(-1, -2)"),),
-    ),
-    Mistake(
-        "split: H and d_head swapped",
-        answer="split_answer",
-        test="split_test",
-        patches=((_SPLIT_VIEW, "x = x.reshape(batch_size, seq_len, d_head, num_heads)"),),
-    ),
-    Mistake(
-        "split: no divisibility check",
-        answer="split_answer",
-        test="split_test",
-        patches=(
-            ("    if d_model % num_heads != 0:\n", ""),
-            ('        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")\n', ""),
-        ),
-    ),
-    Mistake(
-        "split: transposes T and d_head",
-        answer="split_answer",
-        test="split_test",
-        patches=((_SPLIT_RET, "return x.permute(0, 2, 3, 1)"),),
-    ),
-    # (no PyTorch built-in splits heads: the shortcuts reach the course's split_heads)
-    Mistake(
-        "shortcut (alias): the course's split_heads under another name",
-        answer="split_answer",
-        test="split_test",
-        source=_SPLIT_ALIAS,
-    ),
-    Mistake(
-        "shortcut (alias): functools.partial of the course's split_heads",
-        answer="split_answer",
-        test="split_test",
-        source=_SPLIT_PARTIAL,
-    ),
-    # ---------------------------------------------------------------- Part D: merge_heads
-    Mistake("merge: no transpose", answer="merge_answer", test="merge_test", patches=((_MERGE_T, "pass"),)),
-    Mistake(
-        "merge: view on a non-contiguous tensor",
-        answer="merge_answer",
-        test="merge_test",
-        patches=((_MERGE_RET, "return x.view(batch_size, seq_len, num_heads * d_head)"),),
-    ),
-    Mistake(
-        "merge: heads interleaved",
-        answer="merge_answer",
-        test="merge_test",
-        patches=((_MERGE_T, "x = x.permute(0, 2, 3, 1)"),),
-    ),
-    Mistake(
-        "merge: sums the heads",
-        answer="merge_answer",
-        test="merge_test",
-        patches=((_MERGE_RET, "return x.sum(dim=2)"),),
-    ),
-    Mistake(
-        "merge: averages the heads",
-        answer="merge_answer",
-        test="merge_test",
-        patches=((_MERGE_RET, "return x.mean(dim=2)"),),
-    ),
-    Mistake(
-        "merge: keeps the head axis", answer="merge_answer", test="merge_test", patches=((_MERGE_RET, "return x"),)
-    ),
-    # (no PyTorch built-in merges heads: the shortcuts reach the course's merge_heads)
-    Mistake(
-        "shortcut (alias): the course's merge_heads under another name",
-        answer="merge_answer",
-        test="merge_test",
-        source=_MERGE_ALIAS,
-    ),
-    Mistake(
-        "shortcut (alias): functools.partial of the course's merge_heads",
-        answer="merge_answer",
-        test="merge_test",
-        source=_MERGE_PARTIAL,
-    ),
-    # ---------------------------------------------------------------- Part E: additive_scores
-    Mistake(
-        "additive: no tanh",
-        answer="additive_answer",
-        test="additive_test",
-        patches=((_FEATURES, "features = q[:, :, None, :] + k[:, None, :, :]"),),
-    ),
-    Mistake(
-        "additive: tanh after the projection",
-        answer="additive_answer",
-        test="additive_test",
-        patches=(
-            (_FEATURES, "features = q[:, :, None, :] + k[:, None, :, :]"),
-            ("return features @ w_v", "return torch.tanh(features @ w_v)"),
-        ),
-    ),
-    Mistake(
-        "additive: queries and keys broadcast on the wrong axes",
-        answer="additive_answer",
-        test="additive_test",
-        patches=(("q[:, :, None, :] + k[:, None, :, :]", "q[:, None, :, :] + k[:, :, None, :]"),),
-    ),
-    Mistake(
-        "additive: sum instead of w_v",
-        answer="additive_answer",
-        test="additive_test",
-        patches=(("return features @ w_v", "return features.sum(dim=-1)"),),
-    ),
-    Mistake(
-        "additive: W_q used for the keys",
-        answer="additive_answer",
-        test="additive_test",
-        patches=(("k = key @ W_k.T", "k = key @ W_q.T"),),
-    ),
-    Mistake(
-        "additive: relu instead of tanh",
-        answer="additive_answer",
-        test="additive_test",
-        patches=(("torch.tanh(", "torch.relu("),),
-    ),
-    Mistake(
-        "additive: returns softmax weights",
-        answer="additive_answer",
-        test="additive_test",
-        patches=(("return features @ w_v", "return (features @ w_v).softmax(dim=-1)"),),
-    ),
-    Mistake(
-        "additive: weights not transposed",
-        answer="additive_answer",
-        test="additive_test",
-        patches=(("q = query @ W_q.T", "q = query @ W_q"), ("k = key @ W_k.T", "k = key @ W_k")),
-    ),
-    # (no PyTorch built-in computes additive scores: the shortcuts reach the course's AdditiveAttention)
-    Mistake(
-        "shortcut (alias): the course's AdditiveAttention under another name",
-        answer="additive_answer",
-        test="additive_test",
-        source=_ADDITIVE_ALIAS,
-    ),
-    Mistake(
-        "shortcut (subclass): a subclass of the course's AdditiveAttention",
-        answer="additive_answer",
-        test="additive_test",
-        source=_ADDITIVE_SUBCLASS,
-    ),
-    # ---------------------------------------------------------------- Part F: cross_attention
-    Mistake(
-        "cross: causal mask aligned top-left (tril without the offset T_k - T_q)",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((".tril(T_k - T_q)", ".tril()"),),
-    ),
-    Mistake(
-        "cross: causal offset with the wrong sign (tril(T_q - T_k))",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((".tril(T_k - T_q)", ".tril(T_q - T_k)"),),
-    ),
-    Mistake(
-        "cross: causal mask off by one (j < i + T_k - T_q)",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((".tril(T_k - T_q)", ".tril(T_k - T_q - 1)"),),
-    ),
-    Mistake(
-        "cross: padding mask applied to the queries instead of the memory",
-        answer="cross_answer",
-        test="cross_test",
+        "gru: reset gate applied textbook-style",
+        answer="gru_answer",
+        test="gru_test",
         patches=(
             (
-                _CROSS_PAD,
-                "visible = visible & (torch.arange(T_q)[None, :, None] < memory_lengths[:, None, None])",
+                "n = torch.tanh(xn + r * hn)",
+                "H = h.shape[1]\n    n = torch.tanh(xn + (r * h) @ W_hh[2 * H:].T + b_hh[2 * H:])",
             ),
         ),
     ),
     Mistake(
-        "cross: padding mask off by one (j <= length)",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((_CROSS_PAD, _CROSS_PAD.replace(" < ", " <= ")),),
-    ),
-    Mistake(
-        "cross: padding and causal masks combined with OR",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((_CROSS_CAUSAL, _CROSS_CAUSAL.replace("visible & ", "visible | ")),),
-    ),
-    Mistake(
-        "cross: no mask passed to the attention",
-        answer="cross_answer",
-        test="cross_test",
-        patches=(("scaled_dot_product_attention(q, k, v, visible[:, None])", "scaled_dot_product_attention(q, k, v)"),),
-    ),
-    Mistake(
-        "cross: scores scaled by sqrt(d_v)",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((_CROSS_ATTEND, _own_scores("v.shape[-1]", "visible[:, None]")),),
-    ),
-    Mistake(
-        "cross: scores scaled by sqrt(H * d_k), the projected width",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((_CROSS_ATTEND, _own_scores("W_q.shape[0]", "visible[:, None]")),),
-    ),
-    Mistake(
-        "cross: heads merged interleaved (feature-major)",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((_CROSS_RET, "return out.permute(0, 2, 3, 1).reshape(batch_size, T_q, -1) @ W_o.T, weights"),),
-    ),
-    Mistake(
-        "cross: heads merged without the transpose",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((_CROSS_RET, "return out.reshape(batch_size, T_q, -1) @ W_o.T, weights"),),
-    ),
-    Mistake(
-        "cross: W_o not applied",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((_CROSS_RET, "return merge_heads(out), weights"),),
-    ),
-    Mistake(
-        "cross: W_o not transposed",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((_CROSS_RET, "return merge_heads(out) @ W_o, weights"),),
-    ),
-    Mistake(
-        "cross: weights averaged over the heads",
-        answer="cross_answer",
-        test="cross_test",
-        patches=((_CROSS_RET, "return merge_heads(out) @ W_o.T, weights.mean(dim=1)"),),
-    ),
-    Mistake(
-        "shortcut (alias): the course's split_heads, scaled_dot_product_attention and merge_heads",
-        answer="cross_answer",
-        test="cross_test",
-        source=_CROSS_ALIAS,
-    ),
-    Mistake(
-        "shortcut (module path): torch._C._nn.scaled_dot_product_attention, weights from identity values",
-        answer="cross_answer",
-        test="cross_test",
-        source=_CROSS_C_PATH,
-    ),
-    Mistake(
-        "shortcut (torch.ops): aten._scaled_dot_product_attention_math, which returns the weights",
-        answer="cross_answer",
-        test="cross_test",
-        source=_CROSS_ATEN_MATH,
-    ),
-    Mistake(
-        "shortcut (subclass): a subclass of nn.MultiheadAttention over zero-padded heads",
-        answer="cross_answer",
-        test="cross_test",
-        source=_CROSS_MHA_SUBCLASS,
-    ),
-    # ---------------------------------------------------------------- Part G: grouped_query_attention
-    Mistake(
-        "gqa: repeat instead of repeat_interleave (groups tiled, head h gets group h % G)",
-        answer="gqa_answer",
-        test="gqa_test",
-        patches=(
-            (_GQA_K, "key = key.repeat(1, group_size, 1, 1)"),
-            (_GQA_V, "value = value.repeat(1, group_size, 1, 1)"),
-        ),
-    ),
-    Mistake(
-        "gqa: group index h % G",
-        answer="gqa_answer",
-        test="gqa_test",
-        patches=(
-            (_GQA_K, "key = key[:, torch.arange(num_heads) % num_groups]"),
-            (_GQA_V, "value = value[:, torch.arange(num_heads) % num_groups]"),
-        ),
-    ),
-    Mistake(
-        "gqa: keys interleaved right, values tiled",
-        answer="gqa_answer",
-        test="gqa_test",
-        patches=((_GQA_V, "value = value.repeat(1, group_size, 1, 1)"),),
-    ),
-    Mistake(
-        "gqa: scores scaled by sqrt(d_v)",
-        answer="gqa_answer",
-        test="gqa_test",
+        "gru: b_hn outside the reset product",
+        answer="gru_answer",
+        test="gru_test",
         patches=(
             (
-                "output, weights = " + _GQA_ATTEND,
-                "scores = query @ key.transpose(-2, -1) / math.sqrt(value.shape[-1])\n"
-                "    weights = masked_softmax(scores, mask)\n"
-                "    output = weights @ value",
+                "n = torch.tanh(xn + r * hn)",
+                "H = h.shape[1]\n    n = torch.tanh(xn + r * (hn - b_hh[2 * H:]) + b_hh[2 * H:])",
             ),
         ),
     ),
     Mistake(
-        "gqa: mask ignored",
-        answer="gqa_answer",
-        test="gqa_test",
-        patches=((_GQA_ATTEND, "scaled_dot_product_attention(query, key, value)"),),
+        "gru: candidate bias outside the tanh",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(
+            (
+                "n = torch.tanh(xn + r * hn)",
+                "H = h.shape[1]\n    n = torch.tanh(xn - b_ih[2 * H:] + r * hn) + b_ih[2 * H:]",
+            ),
+        ),
     ),
     Mistake(
-        "gqa: broadcast over groups, heads flattened back in the wrong order",
-        answer="gqa_answer",
-        test="gqa_test",
-        source=_GQA_FLATTENED_WRONG,
+        "gru: gate order z, r, n",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(
+            ("xr, xz, xn = gi.chunk(3, dim=1)", "xz, xr, xn = gi.chunk(3, dim=1)"),
+            ("hr, hz, hn = gh.chunk(3, dim=1)", "hz, hr, hn = gh.chunk(3, dim=1)"),
+        ),
     ),
     Mistake(
-        "gqa: weights averaged over the heads of a group",
-        answer="gqa_answer",
-        test="gqa_test",
-        patches=((_GQA_RET, "return output, weights.unflatten(1, (num_groups, group_size)).mean(dim=2)"),),
+        "gru: no reset gate",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(("n = torch.tanh(xn + r * hn)", "n = torch.tanh(xn + hn)"),),
     ),
     Mistake(
-        "gqa: no ValueError when G does not divide H",
-        answer="gqa_answer",
-        test="gqa_test",
-        patches=(("if num_heads % num_groups != 0:", "if False:"),),
+        "gru: sigmoid candidate",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(("n = torch.tanh(xn + r * hn)", "n = torch.sigmoid(xn + r * hn)"),),
     ),
     Mistake(
-        "shortcut (alias): the course's scaled_dot_product_attention on repeated keys and values",
-        answer="gqa_answer",
-        test="gqa_test",
-        source=_GQA_ALIAS,
+        "gru: reset gate uses the update pre-activation",
+        answer="gru_answer",
+        test="gru_test",
+        patches=(("r = torch.sigmoid(xr + hr)", "r = torch.sigmoid(xz + hz)"),),
+    ),
+    # ---------------------------------------------------------------- Part C: masked_pool
+    Mistake(
+        "pool: last takes index T - 1",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(("idx = lengths - 1", "idx = torch.full_like(lengths, outputs.shape[1] - 1)"),),
     ),
     Mistake(
-        "shortcut (module path): torch._C._nn.scaled_dot_product_attention with enable_gqa=True",
-        answer="gqa_answer",
-        test="gqa_test",
-        source=_GQA_C_PATH,
+        "pool: last takes index length (clamped)",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(("idx = lengths - 1", "idx = lengths.clamp(max=outputs.shape[1] - 1)"),),
     ),
     Mistake(
-        "shortcut (torch.ops): aten.scaled_dot_product_attention with enable_gqa=True",
-        answer="gqa_answer",
-        test="gqa_test",
-        source=_GQA_ATEN,
+        "pool: mean divides by T",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(("/ lengths.unsqueeze(-1).to(outputs.dtype)", "/ outputs.shape[1]"),),
     ),
     Mistake(
-        "shortcut (flex_attention): flex_attention with enable_gqa=True and a masking score_mod",
-        answer="gqa_answer",
-        test="gqa_test",
-        source=_GQA_FLEX,
+        "pool: mean includes padding",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(("return (outputs * m).sum(dim=1) / lengths", "return outputs.sum(dim=1) / lengths"),),
     ),
     Mistake(
-        "shortcut (flex_attention): its operator, which repeats the key/value heads itself",
-        answer="gqa_answer",
-        test="gqa_test",
-        source=_GQA_FLEX_OP,
+        "pool: max over padded zeros",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(
+            (
+                'return outputs.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(dim=1)',
+                "return (outputs * m).amax(dim=1)",
+            ),
+        ),
+    ),
+    Mistake(
+        "pool: max includes padding",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(
+            (
+                'return outputs.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(dim=1)',
+                "return outputs.amax(dim=1)",
+            ),
+        ),
+    ),
+    Mistake(
+        "pool: max returns (values, indices)",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(('float("-inf")).amax(dim=1)', 'float("-inf")).max(dim=1)'),),
+    ),
+    Mistake(
+        "pool: unknown how returns None",
+        answer="pool_answer",
+        test="pool_test",
+        patches=(
+            ("    raise ValueError(f\"how must be 'last', 'mean' or 'max', got {how!r}\")\n", "    return None\n"),
+        ),
+    ),
+    # ---------------------------------------------------------------- Part D: bigru_layer
+    Mistake(
+        "bigru: backward direction starts at T - 1 and reads the padding first",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "h = torch.where(real[:, t], gru_cell(x[:, t], h, *bwd), h)  # (B, H)",
+                "h = gru_cell(x[:, t], h, *bwd)  # (B, H)",
+            ),
+        ),
+    ),
+    Mistake(
+        "bigru: padded outputs not zeroed",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(("    output = output * real  # zeros at padded steps\n", ""),),
+    ),
+    Mistake(
+        "bigru: output concatenated as [backward, forward]",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "torch.cat([torch.stack(outs_f, dim=1), torch.stack(outs_b, dim=1)], dim=-1)",
+                "torch.cat([torch.stack(outs_b, dim=1), torch.stack(outs_f, dim=1)], dim=-1)",
+            ),
+        ),
+    ),
+    Mistake(
+        "bigru: forward state runs on through the padding, h_n[0] at T - 1",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "h = torch.where(real[:, t], gru_cell(x[:, t], h, *fwd), h)  # (B, H)",
+                "h = gru_cell(x[:, t], h, *fwd)  # (B, H)",
+            ),
+        ),
+    ),
+    Mistake(
+        "bigru: h_n[0] read from output[:, T - 1] as for an unpadded batch",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            ("h_n = torch.stack([h_fwd, h], dim=0)", "h_n = torch.stack([output[:, -1, : h.shape[1]], h], dim=0)"),
+        ),
+    ),
+    Mistake(
+        "bigru: backward outputs left in reverse time order",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            ("    outs_b = outs_b[::-1]  # back in time order: outs_b[t] is the state just after reading step t\n", ""),
+        ),
+    ),
+    Mistake(
+        "bigru: forward weights used for the backward direction",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)",
+                "bwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)",
+            ),
+        ),
+    ),
+    Mistake(
+        "bigru: h_n stacked as [backward, forward]",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(("h_n = torch.stack([h_fwd, h], dim=0)", "h_n = torch.stack([h, h_fwd], dim=0)"),),
+    ),
+    Mistake(
+        "bigru: h_n[1] taken at the last real step instead of step 0",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "h_n = torch.stack([h_fwd, h], dim=0)",
+                "h_n = torch.stack([h_fwd, output[torch.arange(batch_size), lengths - 1, h.shape[1] :]], dim=0)",
+            ),
+        ),
+    ),
+    Mistake(
+        "bigru: backward direction starts from the forward final state",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(("    h = torch.zeros_like(h_fwd)  # (B, H)\n", ""),),
+    ),
+    Mistake(
+        "bigru: off by one, step length counted as real",
+        answer="bigru_answer",
+        test="bigru_test",
+        patches=(
+            (
+                "torch.arange(seq_len, device=x.device)[None, :] < lengths.to(x.device)[:, None]",
+                "torch.arange(seq_len, device=x.device)[None, :] <= lengths.to(x.device)[:, None]",
+            ),
+        ),
+    ),
+    # ---------------------------------------------------------------- Part E: AddingModel
+    Mistake(
+        "adding: plain RNN",
+        answer="adding_answer",
+        test="adding_test",
+        patches=(("self.rnn = nn.LSTM(", "self.rnn = nn.RNN("),),
+    ),
+    Mistake(
+        "adding: no recurrence, last step only",
+        answer="adding_answer",
+        test="adding_test",
+        patches=(
+            ("self.rnn = nn.LSTM(input_size=2, hidden_size=32, batch_first=True)", "self.rnn = nn.Linear(2, 32)"),
+            ("outputs, _ = self.rnn(x)  # (B, T, H)", "outputs = torch.tanh(self.rnn(x))  # (B, T, H)"),
+        ),
+    ),
+    Mistake(
+        "adding: output of size (B, 1)",
+        answer="adding_answer",
+        test="adding_test",
+        patches=(("return self.head(outputs[:, -1]).squeeze(-1)", "return self.head(outputs[:, -1])"),),
+    ),
+    Mistake(
+        "adding: reads the first step",
+        answer="adding_answer",
+        test="adding_test",
+        patches=(("self.head(outputs[:, -1])", "self.head(outputs[:, 0])"),),
+    ),
+    Mistake(
+        "adding: batch_first forgotten",
+        answer="adding_answer",
+        test="adding_test",
+        patches=((", batch_first=True)", ")"),),
+    ),
+    Mistake(
+        "adding: sigmoid on the output",
+        answer="adding_answer",
+        test="adding_test",
+        patches=(
+            (
+                "return self.head(outputs[:, -1]).squeeze(-1)",
+                "return torch.sigmoid(self.head(outputs[:, -1])).squeeze(-1)",
+            ),
+        ),
+    ),
+]
+
+# ---------------------------------------------------------------- shortcuts: whole answer cells a student could submit
+# Each one is correct code that earns the points when the call guard is off (checked once by hand); with
+# the guard on it must fail with ForbiddenCall, however it reached the forbidden function.
+
+LSTM_ALIAS = dedent("""\
+    import course_utils.gated as G
+
+    _course_cell = G.lstm_cell
+
+
+    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); state = (h (B, H), c (B, H)); W_ih (4H, D); W_hh (4H, H); b_ih, b_hh (4H,)
+        # returns (h_next (B, H), c_next (B, H))
+        return _course_cell(x, state, W_ih, W_hh, b_ih, b_hh)
+    """)
+
+LSTM_VF = dedent("""\
+    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H)), by nn.LSTMCell's operator
+        return torch._VF.lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh)
+    """)
+
+LSTM_MODULE_PATH = dedent("""\
+    from torch.func import functional_call
+    from torch.nn.modules.rnn import LSTMCell as _Cell
+
+
+    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H)), by nn.LSTMCell by another path
+        cell = _Cell(W_ih.shape[1], W_hh.shape[1])
+        weights = {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh}
+        return functional_call(cell, weights, (x, state))
+    """)
+
+LSTM_QUANTIZABLE = dedent("""\
+    from torch.nn.quantizable.modules.rnn import LSTMCell as _FloatCell  # a pure-Python LSTM cell in PyTorch
+
+
+    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H))
+        return _FloatCell.from_params(W_ih, W_hh, b_ih, b_hh)(x, state)
+    """)
+
+LSTM_SUBCLASS = dedent('''\
+    class _Cell(nn.LSTMCell):
+        """Not nn.LSTMCell by name."""
+
+
+    def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); state = (h (B, H), c (B, H)) -> (h_next (B, H), c_next (B, H))
+        cell = _Cell(W_ih.shape[1], W_hh.shape[1]).to(x.dtype)
+        with torch.no_grad():
+            for param, weight in zip(cell.parameters(), (W_ih, W_hh, b_ih, b_hh)):
+                param.copy_(weight)
+        return cell(x, state)
+    ''')
+
+GRU_ALIAS = dedent("""\
+    import course_utils.gated as G
+
+    _course_cell = G.gru_cell
+
+
+    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); h (B, H); W_ih (3H, D); W_hh (3H, H); b_ih, b_hh (3H,) -> h_next (B, H)
+        return _course_cell(x, h, W_ih, W_hh, b_ih, b_hh)
+    """)
+
+GRU_RUNNER = dedent("""\
+    from course_utils.gated import run_gru as _run
+
+
+    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); h (B, H) -> h_next (B, H): the course's GRU runner on a sequence of one step
+        _, h_next = _run(x[:, None], W_ih, W_hh, b_ih, b_hh, h)
+        return h_next
+    """)
+
+GRU_VF = dedent("""\
+    import functools
+
+    _step = functools.partial(torch._VF.gru_cell)  # nn.GRUCell's operator, taken before the test
+
+
+    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); h (B, H) -> h_next (B, H)
+        return _step(x, h, W_ih, W_hh, b_ih, b_hh)
+    """)
+
+GRU_MODULE_PATH = dedent("""\
+    from torch.func import functional_call
+    from torch.nn.modules.rnn import GRUCell as _Cell
+
+
+    def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+        # x (B, D); h (B, H) -> h_next (B, H), by nn.GRUCell by another path
+        cell = _Cell(W_ih.shape[1], W_hh.shape[1])
+        weights = {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh}
+        return functional_call(cell, weights, (x, h))
+    """)
+
+POOL_ALIAS = dedent("""\
+    import course_utils.gated as G
+
+    _pool = G.masked_pool
+
+
+    def masked_pool(outputs, mask, how="last"):
+        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
+        return _pool(outputs, mask, how)
+    """)
+
+POOL_OTHER_MODULE = dedent("""\
+    from course_utils.gated import SequenceClassifier
+
+    _pool = SequenceClassifier.forward.__globals__["masked_pool"]  # the course's pooling, found by its user
+
+
+    def masked_pool(outputs, mask, how="last"):
+        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
+        return _pool(outputs, mask, how)
+    """)
+
+POOL_TORCH_MASKED = dedent("""\
+    from torch.masked import _ops as _masked_ops  # torch.masked.mean / amax by another path
+
+
+    def masked_pool(outputs, mask, how="last"):
+        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
+        lengths = mask.sum(dim=1)  # (B,)
+        if how == "last":
+            return outputs[torch.arange(outputs.shape[0]), lengths - 1]  # (B, H)
+        full = mask.unsqueeze(-1).expand_as(outputs)  # (B, T, H)
+        if how == "mean":
+            return _masked_ops.mean(outputs, 1, mask=full)  # (B, H)
+        if how == "max":
+            return _masked_ops.amax(outputs, 1, mask=full)  # (B, H)
+        raise ValueError(f"how must be 'last', 'mean' or 'max', got {how!r}")
+    """)
+
+POOL_MASKED_TENSOR = dedent("""\
+    import warnings
+
+    from torch.masked import masked_tensor
+
+
+    def masked_pool(outputs, mask, how="last"):
+        # outputs (B, T, H) float; mask (B, T) bool, a prefix of True per row -> (B, H)
+        lengths = mask.sum(dim=1)  # (B,)
+        if how == "last":
+            return outputs[torch.arange(outputs.shape[0]), lengths - 1]  # (B, H)
+        if how not in ("mean", "max"):
+            raise ValueError(f"how must be 'last', 'mean' or 'max', got {how!r}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # MaskedTensor is a prototype
+            masked = masked_tensor(outputs, mask.unsqueeze(-1).expand_as(outputs))  # (B, T, H)
+            pooled = masked.mean(1) if how == "mean" else masked.amax(1)  # (B, H)
+            return pooled.get_data()
+    """)
+
+ADDING_WRAPPED = dedent("""\
+    from course_utils.gated import LastStepRegressor as _Ready
+
+
+    class AddingModel(nn.Module):
+        # forward: x (B, T, 2) float -> predictions (B,)
+        def __init__(self):
+            super().__init__()
+            self.inner = _Ready("lstm", input_size=2, hidden_size=32)
+
+        def forward(self, x):
+            return self.inner(x)
+    """)
+
+ADDING_SUBCLASS = dedent("""\
+    import course_utils.gated as G
+
+
+    class AddingModel(G.LastStepRegressor):
+        # forward: x (B, T, 2) float -> predictions (B,)
+        def __init__(self):
+            super().__init__("lstm", input_size=2, hidden_size=32)
+    """)
+
+ADDING_BUILT_EARLIER = dedent("""\
+    import copy
+    import importlib
+
+    _template = importlib.import_module("course_utils.gated").LastStepRegressor()  # built before the test
+
+
+    class AddingModel(nn.Module):
+        # forward: x (B, T, 2) float -> predictions (B,)
+        def __init__(self):
+            super().__init__()
+            self.inner = copy.deepcopy(_template)
+            self.inner.rnn.reset_parameters()  # a fresh draw from the grader's seed
+            self.inner.head.reset_parameters()
+
+        def forward(self, x):
+            return self.inner(x)
+    """)
+
+BIGRU_CALLS_GRU = dedent("""\
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the given module on the packed batch
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        output, h_n = gru(packed)
+        output, _ = pad_packed_sequence(output, batch_first=True, total_length=x.shape[1])  # (B, T, 2H)
+        return output, h_n
+    """)
+
+BIGRU_CALLS_GRU_ROWS = dedent("""\
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the given module on each unpadded row
+        batch_size, seq_len, _ = x.shape
+        output = x.new_zeros(batch_size, seq_len, 2 * gru.hidden_size)  # (B, T, 2H)
+        h_n = x.new_zeros(2, batch_size, gru.hidden_size)  # (2, B, H)
+        for b, n in enumerate(lengths.tolist()):
+            out_b, h_b = gru(x[b : b + 1, :n])  # (1, n, 2H), (2, 1, H): no padding in it
+            output[b, :n] = out_b[0]
+            h_n[:, b] = h_b[:, 0]
+        return output, h_n
+    """)
+
+BIGRU_SUBCLASS = dedent('''\
+    class _BiGRU(nn.GRU):
+        """Not nn.GRU by name."""
+
+
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): a subclass of nn.GRU, row by row
+        layer = _BiGRU(gru.input_size, gru.hidden_size, batch_first=True, bidirectional=True).to(x.dtype)
+        layer.load_state_dict(gru.state_dict())
+        batch_size, seq_len, _ = x.shape
+        output = x.new_zeros(batch_size, seq_len, 2 * gru.hidden_size)  # (B, T, 2H)
+        h_n = x.new_zeros(2, batch_size, gru.hidden_size)  # (2, B, H)
+        for b, n in enumerate(lengths.tolist()):
+            out_b, h_b = layer(x[b : b + 1, :n])  # (1, n, 2H), (2, 1, H): no padding in it
+            output[b, :n] = out_b[0]
+            h_n[:, b] = h_b[:, 0]
+        return output, h_n
+    ''')
+
+BIGRU_VF = dedent("""\
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): nn.GRU's operator, row by row
+        params = [gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0,
+                  gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse]
+        batch_size, seq_len, _ = x.shape
+        hidden = gru.hidden_size
+        output = x.new_zeros(batch_size, seq_len, 2 * hidden)  # (B, T, 2H)
+        h_n = x.new_zeros(2, batch_size, hidden)  # (2, B, H)
+        for b, n in enumerate(lengths.tolist()):
+            h0 = x.new_zeros(2, 1, hidden)  # (2, 1, H)
+            out_b, h_b = torch._VF.gru(x[b : b + 1, :n], h0, params, True, 1, 0.0, False, True, True)
+            output[b, :n] = out_b[0]
+            h_n[:, b] = h_b[:, 0]
+        return output, h_n
+    """)
+
+BIGRU_RUN_GRU = dedent("""\
+    import course_utils.gated as G
+
+
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the course's runner per row and direction
+        fwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)
+        bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)
+        batch_size, seq_len, _ = x.shape
+        hidden = gru.hidden_size
+        output = x.new_zeros(batch_size, seq_len, 2 * hidden)  # (B, T, 2H)
+        h_n = x.new_zeros(2, batch_size, hidden)  # (2, B, H)
+        for b, n in enumerate(lengths.tolist()):
+            row = x[b : b + 1, :n]  # (1, n, D)
+            out_f, h_f = G.run_gru(row, *fwd)  # (1, n, H), (1, H)
+            out_b, h_b = G.run_gru(row.flip(1), *bwd)  # (1, n, H), (1, H): reversed row
+            output[b, :n] = torch.cat([out_f[0], out_b[0].flip(0)], dim=-1)
+            h_n[0, b], h_n[1, b] = h_f[0], h_b[0]
+        return output, h_n
+    """)
+
+BIGRU_VF_CELL = dedent("""\
+    import functools
+
+    _step = functools.partial(torch._VF.gru_cell)  # nn.GRUCell's operator, taken before the test
+
+
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H): the masked loop with nn.GRUCell's operator
+        fwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)
+        bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)
+        batch_size, seq_len, _ = x.shape
+        real = (torch.arange(seq_len)[None, :] < lengths[:, None]).unsqueeze(-1)  # (B, T, 1)
+        h_f = h_b = x.new_zeros(batch_size, gru.hidden_size)  # (B, H)
+        outs_f, outs_b = [], [None] * seq_len
+        for t in range(seq_len):
+            h_f = torch.where(real[:, t], _step(x[:, t], h_f, *fwd), h_f)  # (B, H)
+            outs_f.append(h_f)
+        for t in reversed(range(seq_len)):
+            h_b = torch.where(real[:, t], _step(x[:, t], h_b, *bwd), h_b)  # (B, H)
+            outs_b[t] = h_b
+        output = torch.cat([torch.stack(outs_f, dim=1), torch.stack(outs_b, dim=1)], dim=-1) * real  # (B, T, 2H)
+        return output, torch.stack([h_f, h_b])
+    """)
+
+BIGRU_PAD_HELPERS = dedent("""\
+    from torch.nn.utils.rnn import pad_sequence, unpad_sequence
+
+
+    def _reverse_rows(x, lengths):
+        # x (B, T, D) -> each row's real steps reversed, padded again to T (the helpers do the index work)
+        rows = unpad_sequence(x, lengths, batch_first=True)  # B tensors (length, D)
+        out = pad_sequence([r.flip(0) for r in rows], batch_first=True)  # (B, max length, D)
+        return torch.cat([out, out.new_zeros(x.shape[0], x.shape[1] - out.shape[1], x.shape[2])], dim=1)
+
+
+    def _run(x, real, weights):
+        # your gru_cell over all steps of x (B, T, D); padded steps keep the state -> (B, T, H), final (B, H)
+        h = x.new_zeros(x.shape[0], weights[1].shape[1])  # (B, H)
+        outs = []
+        for t in range(x.shape[1]):
+            h = torch.where(real[:, t], gru_cell(x[:, t], h, *weights), h)  # (B, H)
+            outs.append(h)
+        return torch.stack(outs, dim=1), h  # (B, T, H), (B, H)
+
+
+    def bigru_layer(x, lengths, gru):
+        # x (B, T, D); lengths (B,) -> output (B, T, 2H), h_n (2, B, H)
+        fwd = (gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)
+        bwd = (gru.weight_ih_l0_reverse, gru.weight_hh_l0_reverse, gru.bias_ih_l0_reverse, gru.bias_hh_l0_reverse)
+        real = (torch.arange(x.shape[1])[None, :] < lengths[:, None]).unsqueeze(-1)  # (B, T, 1)
+        out_f, h_f = _run(x, real, fwd)
+        out_b, h_b = _run(_reverse_rows(x, lengths), real, bwd)  # in reversed time
+        out_b = _reverse_rows(out_b, lengths)  # (B, T, H) back in time order
+        return torch.cat([out_f, out_b], dim=-1) * real, torch.stack([h_f, h_b])  # (B, T, 2H), (2, B, H)
+    """)
+
+BANK += [
+    # ---------------------------------------------------------------- Part A
+    Mistake(
+        "shortcut (alias): course_utils.gated.lstm_cell wrapped",
+        answer="lstm_answer",
+        test="lstm_test",
+        source=LSTM_ALIAS,
+    ),
+    Mistake("shortcut (path): torch._VF.lstm_cell", answer="lstm_answer", test="lstm_test", source=LSTM_VF),
+    Mistake(
+        "shortcut (path): torch.nn.modules.rnn.LSTMCell by functional_call",
+        answer="lstm_answer",
+        test="lstm_test",
+        source=LSTM_MODULE_PATH,
+    ),
+    Mistake(
+        "shortcut (path): torch.nn.quantizable's float LSTMCell.from_params",
+        answer="lstm_answer",
+        test="lstm_test",
+        source=LSTM_QUANTIZABLE,
+    ),
+    Mistake(
+        "shortcut (subclass): a subclass of nn.LSTMCell", answer="lstm_answer", test="lstm_test", source=LSTM_SUBCLASS
+    ),
+    # ---------------------------------------------------------------- Part B
+    Mistake(
+        "shortcut (alias): course_utils.gated.gru_cell wrapped", answer="gru_answer", test="gru_test", source=GRU_ALIAS
+    ),
+    Mistake(
+        "shortcut (alias): course_utils.gated.run_gru on one step",
+        answer="gru_answer",
+        test="gru_test",
+        source=GRU_RUNNER,
+    ),
+    Mistake(
+        "shortcut (path): functools.partial(torch._VF.gru_cell)", answer="gru_answer", test="gru_test", source=GRU_VF
+    ),
+    Mistake(
+        "shortcut (path): torch.nn.modules.rnn.GRUCell by functional_call",
+        answer="gru_answer",
+        test="gru_test",
+        source=GRU_MODULE_PATH,
+    ),
+    # ---------------------------------------------------------------- Part C
+    Mistake(
+        "shortcut (alias): course_utils.gated.masked_pool wrapped",
+        answer="pool_answer",
+        test="pool_test",
+        source=POOL_ALIAS,
+    ),
+    Mistake(
+        "shortcut (path): the course's masked_pool through SequenceClassifier.forward.__globals__",
+        answer="pool_answer",
+        test="pool_test",
+        source=POOL_OTHER_MODULE,
+    ),
+    Mistake(
+        "shortcut (path): torch.masked._ops.mean / amax for mean and max",
+        answer="pool_answer",
+        test="pool_test",
+        source=POOL_TORCH_MASKED,
+    ),
+    Mistake(
+        "shortcut (path): MaskedTensor reductions for mean and max",
+        answer="pool_answer",
+        test="pool_test",
+        source=POOL_MASKED_TENSOR,
+    ),
+    # ---------------------------------------------------------------- Part D
+    Mistake(
+        "shortcut (path): the given gru module called on pack_padded_sequence",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_CALLS_GRU,
+    ),
+    Mistake(
+        "shortcut (path): the given gru module called on each unpadded row",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_CALLS_GRU_ROWS,
+    ),
+    Mistake(
+        "shortcut (subclass): a subclass of nn.GRU run on each unpadded row",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_SUBCLASS,
+    ),
+    Mistake(
+        "shortcut (path): torch._VF.gru on each unpadded row",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_VF,
+    ),
+    Mistake(
+        "shortcut (alias): course_utils.gated.run_gru per row and direction",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_RUN_GRU,
+    ),
+    Mistake(
+        "shortcut (path): functools.partial(torch._VF.gru_cell) for the steps",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_VF_CELL,
+    ),
+    Mistake(
+        "shortcut (path): unpad_sequence / pad_sequence to reverse each row",
+        answer="bigru_answer",
+        test="bigru_test",
+        source=BIGRU_PAD_HELPERS,
+    ),
+    # ---------------------------------------------------------------- Part E (nn.LSTM is allowed: it is the answer)
+    Mistake(
+        "shortcut (alias): course_utils.gated.LastStepRegressor wrapped",
+        answer="adding_answer",
+        test="adding_test",
+        source=ADDING_WRAPPED,
+    ),
+    Mistake(
+        "shortcut (subclass): a subclass of LastStepRegressor",
+        answer="adding_answer",
+        test="adding_test",
+        source=ADDING_SUBCLASS,
+    ),
+    Mistake(
+        "shortcut (path): a LastStepRegressor built before the test, copied",
+        answer="adding_answer",
+        test="adding_test",
+        source=ADDING_BUILT_EARLIER,
     ),
 ]
 

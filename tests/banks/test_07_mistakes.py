@@ -1,746 +1,451 @@
 """Mistake bank of unit 07: plausible wrong answers, each of which must lose its cell's points."""
 
-from notebook_cells import Mistake, answer_source, bank_tests
+from notebook_cells import Mistake, bank_tests
 
-UNIT = "07_taming_transformers"
+UNIT = "07_transformers"
 
-SCHEDULE = dict(answer="schedule_answer", test="schedule_test")
-RMS = dict(answer="rmsnorm_answer", test="rmsnorm_test")
-SWIGLU = dict(answer="swiglu_answer", test="swiglu_test")
-ROPE = dict(answer="rope_answer", test="rope_test")
-SMOOTH = dict(answer="smoothing_answer", test="smoothing_test")
-T5 = dict(answer="t5bias_answer", test="t5bias_test")
+POS = dict(answer="positions_answer", test="positions_test")
+CAUSAL = dict(answer="causal_answer", test="causal_test")
+ENC = dict(answer="encoder_answer", test="encoder_test")
+BEAM = dict(answer="beam_answer", test="beam_test")
 
-BANK = [
-    # ---------------------------------------------------------------- Part A: warmup_cosine_lr
-    Mistake(
-        "schedule: warm-up starts at 0 (step / W)",
-        **SCHEDULE,
-        patches=(("return (step + 1) / warmup_steps", "return step / warmup_steps"),),
-    ),
-    Mistake(
-        "schedule: warm-up includes step W (overshoots 1)",
-        **SCHEDULE,
-        patches=(("if step < warmup_steps:", "if step <= warmup_steps:"),),
-    ),
-    Mistake(
-        "schedule: min_ratio ignored",
-        **SCHEDULE,
-        patches=(("return min_ratio + (1 - min_ratio) * cosine", "return cosine"),),
-    ),
-    Mistake(
-        "schedule: min_ratio added without rescaling",
-        **SCHEDULE,
-        patches=(("return min_ratio + (1 - min_ratio) * cosine", "return min_ratio + cosine"),),
-    ),
-    Mistake(
-        "schedule: cosine progress counted from step 0 over the whole run",
-        **SCHEDULE,
-        patches=(
-            ("progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)", "progress = step / total_steps"),
-        ),
-    ),
-    Mistake(
-        "schedule: no clamp after total_steps (the cosine rises again)",
-        **SCHEDULE,
-        patches=(("progress = min(progress, 1.0)", "progress = progress"),),
-    ),
-    Mistake(
-        "schedule: a full cosine period instead of half",
-        **SCHEDULE,
-        patches=(("math.cos(math.pi * progress)", "math.cos(2 * math.pi * progress)"),),
-    ),
-    Mistake(
-        "schedule: linear decay instead of cosine",
-        **SCHEDULE,
-        patches=(("cosine = 0.5 * (1 + math.cos(math.pi * progress))", "cosine = 1 - progress"),),
-    ),
-    # ---------------------------------------------------------------- Part B: RMSNorm
-    Mistake(
-        "rmsnorm: subtracts the mean (LayerNorm statistics)",
-        **RMS,
-        patches=(
-            (
-                "mean_square = x.pow(2).mean(dim=-1, keepdim=True)",
-                "mean_square = (x - x.mean(dim=-1, keepdim=True)).pow(2).mean(dim=-1, keepdim=True)",
-            ),
-        ),
-    ),
-    Mistake(
-        "rmsnorm: eps outside the square root",
-        **RMS,
-        patches=(("x * torch.rsqrt(mean_square + self.eps)", "x / (mean_square.sqrt() + self.eps)"),),
-    ),
-    Mistake(
-        "rmsnorm: eps ignored", **RMS, patches=(("torch.rsqrt(mean_square + self.eps)", "torch.rsqrt(mean_square)"),)
-    ),
-    Mistake(
-        "rmsnorm: divides by the mean square, not its root",
-        **RMS,
-        patches=(("x * torch.rsqrt(mean_square + self.eps)", "x / (mean_square + self.eps)"),),
-    ),
-    Mistake(
-        "rmsnorm: sum of squares instead of mean",
-        **RMS,
-        patches=(("x.pow(2).mean(dim=-1, keepdim=True)", "x.pow(2).sum(dim=-1, keepdim=True)"),),
-    ),
-    Mistake(
-        "rmsnorm: normalises over the first axis",
-        **RMS,
-        patches=(("x.pow(2).mean(dim=-1, keepdim=True)", "x.pow(2).mean(dim=0, keepdim=True)"),),
-    ),
-    Mistake(
-        "rmsnorm: gain never applied",
-        **RMS,
-        patches=(("mean_square + self.eps) * self.weight", "mean_square + self.eps)"),),
-    ),
-    Mistake(
-        "rmsnorm: gain is a plain tensor, not a Parameter",
-        **RMS,
-        patches=(("self.weight = nn.Parameter(torch.ones(d_model))", "self.weight = torch.ones(d_model)"),),
-    ),
-    Mistake(
-        "rmsnorm: gain starts at 0",
-        **RMS,
-        patches=(("nn.Parameter(torch.ones(d_model))", "nn.Parameter(torch.zeros(d_model))"),),
-    ),
-    # ---------------------------------------------------------------- Part C: SwiGLUFeedForward
-    Mistake(
-        "swiglu: sigmoid gate (plain GLU)",
-        **SWIGLU,
-        patches=(("gate = F.silu(self.w_gate(x))", "gate = torch.sigmoid(self.w_gate(x))"),),
-    ),
-    Mistake(
-        "swiglu: GELU gate (GEGLU)",
-        **SWIGLU,
-        patches=(("gate = F.silu(self.w_gate(x))", "gate = F.gelu(self.w_gate(x))"),),
-    ),
-    Mistake(
-        "swiglu: ReLU gate", **SWIGLU, patches=(("gate = F.silu(self.w_gate(x))", "gate = F.relu(self.w_gate(x))"),)
-    ),
-    Mistake(
-        "swiglu: activation on the up branch",
-        **SWIGLU,
-        patches=(
-            ("gate = F.silu(self.w_gate(x))", "gate = self.w_gate(x)"),
-            ("gate * self.w_up(x)", "gate * F.silu(self.w_up(x))"),
-        ),
-    ),
-    Mistake(
-        "swiglu: no gating (up branch unused)",
-        **SWIGLU,
-        patches=(("return self.w_down(gate * self.w_up(x))", "return self.w_down(gate)"),),
-    ),
-    Mistake(
-        "swiglu: branches added instead of multiplied",
-        **SWIGLU,
-        patches=(("gate * self.w_up(x)", "gate + self.w_up(x)"),),
-    ),
-    Mistake(
-        "swiglu: linear layers with biases",
-        **SWIGLU,
-        patches=(
-            ("self.w_gate = nn.Linear(d_model, d_hidden, bias=False)", "self.w_gate = nn.Linear(d_model, d_hidden)"),
-            ("self.w_up = nn.Linear(d_model, d_hidden, bias=False)", "self.w_up = nn.Linear(d_model, d_hidden)"),
-        ),
-    ),
-    Mistake(
-        "swiglu: no down projection",
-        **SWIGLU,
-        patches=(("return self.w_down(gate * self.w_up(x))", "return gate * self.w_up(x)"),),
-    ),
-    # ---------------------------------------------------------------- Part D: apply_rope
-    Mistake(
-        "rope: rotate-half pairing (i, i + d/2) instead of adjacent pairs",
-        **ROPE,
-        patches=(("x_even, x_odd = x[..., 0::2], x[..., 1::2]", "x_even, x_odd = x.chunk(2, dim=-1)"),),
-    ),
-    Mistake(
-        "rope: rotates clockwise (sign of sin flipped)",
-        **ROPE,
-        patches=(
-            ("out[..., 0::2] = x_even * cos - x_odd * sin", "out[..., 0::2] = x_even * cos + x_odd * sin"),
-            ("out[..., 1::2] = x_even * sin + x_odd * cos", "out[..., 1::2] = -x_even * sin + x_odd * cos"),
-        ),
-    ),
-    Mistake(
-        "rope: positions start at 1",
-        **ROPE,
-        patches=(("torch.arange(seq_len, dtype=torch.float64)", "torch.arange(1, seq_len + 1, dtype=torch.float64)"),),
-    ),
-    Mistake(
-        "rope: exponent i/d instead of 2i/d",
-        **ROPE,
-        patches=(
-            ("torch.arange(0, d, 2, dtype=torch.float64) / d", "torch.arange(0, d // 2, dtype=torch.float64) / d"),
-        ),
-    ),
-    Mistake("rope: frequencies base^(+2i/d)", **ROPE, patches=(("base ** (-torch.arange", "base ** (torch.arange"),)),
-    Mistake(
-        "rope: second coordinate misses the cross term (not a rotation)",
-        **ROPE,
-        patches=(("out[..., 1::2] = x_even * sin + x_odd * cos", "out[..., 1::2] = x_odd * cos"),),
-    ),
-    Mistake(
-        "rope: cos and sin rounded to float32",
-        **ROPE,
-        patches=(
-            (
-                "cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)",
-                "cos, sin = angle.cos().float(), angle.sin().float()",
-            ),
-        ),
-    ),
-    Mistake(
-        "rope: one angle per position for all pairs (theta_0 everywhere)",
-        **ROPE,
-        patches=(
-            (
-                "angle = torch.arange(seq_len, dtype=torch.float64)[:, None] * theta",
-                "angle = torch.arange(seq_len, dtype=torch.float64)[:, None] * theta[:1]",
-            ),
-        ),
-    ),
-    # ---------------------------------------------------------------- Part E: label_smoothed_cross_entropy
-    Mistake(
-        "smoothing: eps spread over the V - 1 wrong classes only",
-        **SMOOTH,
-        patches=(
-            ("smooth = -log_probs.mean(dim=-1)", "smooth = -(log_probs.sum(dim=-1) + nll) / (logits.shape[-1] - 1)"),
-        ),
-    ),
-    Mistake(
-        "smoothing: sum over rows instead of mean",
-        **SMOOTH,
-        patches=(
-            (
-                "((1 - smoothing) * nll + smoothing * smooth).mean()",
-                "((1 - smoothing) * nll + smoothing * smooth).sum()",
-            ),
-        ),
-    ),
-    Mistake("smoothing: NLL not scaled by 1 - eps", **SMOOTH, patches=(("(1 - smoothing) * nll", "nll"),)),
-    Mistake(
-        "smoothing: log(softmax) underflows for large logits",
-        **SMOOTH,
-        patches=(("torch.log_softmax(logits, dim=-1)", "torch.log(torch.softmax(logits, dim=-1))"),),
-    ),
-    Mistake(
-        "smoothing: softmax over the batch axis",
-        **SMOOTH,
-        patches=(("torch.log_softmax(logits, dim=-1)", "torch.log_softmax(logits, dim=0)"),),
-    ),
-    Mistake(
-        "smoothing: uniform term summed over classes instead of averaged",
-        **SMOOTH,
-        patches=(("smooth = -log_probs.mean(dim=-1)", "smooth = -log_probs.sum(dim=-1)"),),
-    ),
-    Mistake(
-        "smoothing: uniform term uses probabilities, not log-probabilities",
-        **SMOOTH,
-        patches=(("smooth = -log_probs.mean(dim=-1)", "smooth = -log_probs.exp().mean(dim=-1)"),),
-    ),
-    # ---------------------------------------------------------------- Part F: t5_bucket and relative_attention
-    Mistake(
-        "t5: offset taken as query - key (direction reversed)",
-        **T5,
-        patches=(("offset = relative_position.long()", "offset = -relative_position.long()"),),
-    ),
-    Mistake(
-        "t5: bidirectional keeps all num_buckets per direction (not halved)",
-        **T5,
-        patches=(("num_buckets = num_buckets // 2", "num_buckets = num_buckets"),),
-    ),
-    Mistake(
-        "t5: bidirectional puts keys before the query in the upper half",
-        **T5,
-        patches=(("(offset > 0).long() * num_buckets", "(offset < 0).long() * num_buckets"),),
-    ),
-    Mistake(
-        "t5: unidirectional buckets keep the distance of later keys",
-        **T5,
-        patches=(("distance = (-offset).clamp_min(0)", "distance = offset.abs()"),),
-    ),
-    Mistake(
-        "t5: exact buckets counted from the full num_buckets (before halving)",
-        **T5,
-        patches=(
-            (
-                "    if bidirectional:\n        num_buckets = num_buckets // 2",
-                "    max_exact = num_buckets // 2\n    if bidirectional:\n        num_buckets = num_buckets // 2",
-            ),
-            ("    max_exact = num_buckets // 2\n    log_ratio", "    log_ratio"),
-        ),
-    ),
-    Mistake(
-        "t5: log bucket not capped at N - 1 (far offsets overflow)",
-        **T5,
-        patches=(("far = far.clamp_max(num_buckets - 1)", "far = far"),),
-    ),
-    Mistake("t5: log bucket rounded to nearest", **T5, patches=((".floor().long()", ".round().long()"),)),
-    Mistake("t5: log bucket rounded up", **T5, patches=((".floor().long()", ".ceil().long()"),)),
-    Mistake(
-        "t5: attention offsets query - key",
-        **T5,
-        patches=(
-            (
-                "offset = position[None, :] - position[:, None]",
-                "offset = position[:, None] - position[None, :]",
-            ),
-        ),
-    ),
-    Mistake(
-        "t5: bias table read as (H, num_buckets) (heads and buckets mixed up)",
-        **T5,
-        patches=(
-            (
-                "bias = bias_table[buckets].permute(2, 0, 1)",
-                "bias = bias_table.reshape(-1, bias_table.shape[0])[:, buckets]",
-            ),
-        ),
-    ),
-    Mistake(
-        "t5: bias added after the softmax",
-        **T5,
-        patches=(
-            ("scores = q @ k.transpose(-2, -1) + bias", "scores = q @ k.transpose(-2, -1)"),
-            ("weights = scores.softmax(dim=-1)", "weights = scores.softmax(dim=-1) + bias"),
-        ),
-    ),
-    Mistake(
-        "t5: scores scaled by 1 / sqrt(d_head) (T5 does not scale)",
-        **T5,
-        patches=(
-            (
-                "scores = q @ k.transpose(-2, -1) + bias",
-                "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias",
-            ),
-        ),
-    ),
-    Mistake(
-        "t5: causal mask missing",
-        **T5,
-        patches=(('scores = scores.masked_fill(future, float("-inf"))', "scores = scores"),),
-    ),
-    Mistake("t5: causal mask also hides the diagonal", **T5, patches=((".triu(1)", ".triu(0)"),)),
-    Mistake(
-        "t5: causal attention with bidirectional buckets",
-        **T5,
-        patches=(("t5_bucket(offset, not causal,", "t5_bucket(offset, True,"),),
-    ),
-    Mistake(
-        "t5: attention ignores max_distance (default 128)",
-        **T5,
-        patches=(("bias_table.shape[0], max_distance)", "bias_table.shape[0])"),),
-    ),
-    Mistake("t5: softmax over the queries", **T5, patches=(("scores.softmax(dim=-1)", "scores.softmax(dim=-2)"),)),
-    Mistake(
-        "t5: bias detached from the table (the table learns nothing)",
-        **T5,
-        patches=(("bias = bias_table[buckets]", "bias = bias_table.detach()[buckets]"),),
-    ),
-]
+# Shortcuts: whole answer cells that reach a blocked function instead of building the part. Each is
+# correct (it would earn the points without the call guard) and must fail by ForbiddenCall.
+_POS_ALIAS = """\
+import course_utils.transformer as T
 
-# ---------------------------------------------------------------- shortcuts: the library's answer or a built-in
-# Whole answer cells a student looking for a shortcut might submit. Each is correct (it passes its test cell
-# with the call guard switched off); with the guard on, each must fail with ForbiddenCall.
-
-SCHEDULE_ALIAS = """\
-import course_utils.taming as T
-
-_f = T.warmup_cosine
+_f = T.sinusoidal_positions
 
 
-def warmup_cosine_lr(step, warmup_steps, total_steps, min_ratio=0.0):
-    \"\"\"step: int >= 0, warmup_steps: int W >= 0, total_steps: int S > W, min_ratio: float in [0, 1]
-    -> float, the learning-rate multiplier at optimizer step `step`.\"\"\"
-    return _f(step, warmup_steps, total_steps, min_ratio)
+def sinusoidal_positions(seq_len, d_model):
+    return _f(seq_len, d_model)
 """
+_POS_MODULE = """\
+from course_utils.transformer import SinusoidalPositionalEncoding as _Encoding
 
-SCHEDULE_COSINE_LR = """\
+
+def sinusoidal_positions(seq_len, d_model):
+    return _Encoding(d_model, max_len=seq_len).P.clone()  # the module's buffer is the table
+"""
+_POS_ROPE = """\
 import torch
-from torch.optim.lr_scheduler import CosineAnnealingLR as _Cosine   # a reference taken before the test
+from course_utils.gpt import rope_tables
 
 
-def warmup_cosine_lr(step, warmup_steps, total_steps, min_ratio=0.0):
-    \"\"\"step: int >= 0, warmup_steps: int W >= 0, total_steps: int S > W, min_ratio: float in [0, 1]
-    -> float, the learning-rate multiplier at optimizer step `step`.\"\"\"
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
-    cosine = _Cosine(optimizer, T_max=total_steps - warmup_steps, eta_min=min_ratio)
-    cosine.last_epoch = min(step - warmup_steps, total_steps - warmup_steps)
-    return float(cosine._get_closed_form_lr()[0])
+def sinusoidal_positions(seq_len, d_model):
+    cos, sin = rope_tables(seq_len, d_model)  # (T, D): the angles of the pairs, repeated for both halves
+    P = torch.empty(seq_len, d_model)
+    P[:, 0::2] = sin[:, : d_model // 2]
+    P[:, 1::2] = cos[:, : d_model // 2]
+    return P
 """
+_CAUSAL_ALIAS = """\
+import course_utils.attention as A
 
-RMS_ALIAS = """\
-import course_utils.taming as T
-
-_norm_forward = T.RMSNorm.forward
+_attend, _causal = A.scaled_dot_product_attention, A.causal_mask
 
 
-class RMSNorm(nn.Module):
-    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
-
-    def __init__(self, d_model, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-
-    def forward(self, x):
-        return _norm_forward(self, x)
+def causal_attention(q, k, v):
+    return _attend(q, k, v, _causal(q.shape[-2], device=q.device))
 """
+_CAUSAL_MATH = """\
+import torch
 
-RMS_SUBCLASS = """\
-from course_utils.taming import RMSNorm as _LibraryRMSNorm
 
-
-class RMSNorm(_LibraryRMSNorm):
-    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
+def causal_attention(q, k, v):
+    output, weights = torch._scaled_dot_product_attention_math(q, k, v, is_causal=True)
+    return output, weights
 """
+_CAUSAL_PARTIAL = """\
+import functools
 
-RMS_TORCH_SUBCLASS = """\
-class RMSNorm(nn.RMSNorm):
-    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
+import torch
+import torch.nn.functional as F
 
-    def __init__(self, d_model, eps=1e-6):
-        super().__init__(d_model, eps=eps)
+_causal_sdpa = functools.partial(F.scaled_dot_product_attention, is_causal=True)
+
+
+def causal_attention(q, k, v):
+    T = q.shape[-2]
+    eye = torch.eye(T, dtype=q.dtype).expand(*k.shape[:-1], T)  # values = I give the weights
+    return _causal_sdpa(q, k, v), _causal_sdpa(q, k, eye)
 """
+_CAUSAL_MASK = """\
+import math
+
+from course_utils.attention import causal_mask
 
 
-def _rms_forward(body):
-    return f"""\
-class RMSNorm(nn.Module):
-    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
-
-    def __init__(self, d_model, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-
-    def forward(self, x):
-        return {body}
+def causal_attention(q, k, v):
+    mask = causal_mask(q.shape[-2], device=q.device)  # (T, T) True = may attend
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T, T)
+    weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    return weights @ v, weights
 """
+_CAUSAL_TORCH_MASK = """\
+import math
+
+import torch.nn as nn
 
 
-RMS_MODULE_PATH = """\
-import torch.nn.modules.normalization as _normalization
-
-
-class RMSNorm(nn.Module):
-    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
-
-    def __init__(self, d_model, eps=1e-6):
-        super().__init__()
-        self.inner = _normalization.RMSNorm(d_model, eps=eps)
-        self.weight = self.inner.weight   # the same Parameter: still one parameter tensor
-
-    def forward(self, x):
-        return self.inner(x)
+def causal_attention(q, k, v):
+    future = nn.Transformer.generate_square_subsequent_mask(q.shape[-2], dtype=q.dtype)  # (T, T) -inf above
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + future  # (..., T, T)
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
 """
-
-SWIGLU_ALIAS = """\
-import course_utils.taming as T
-
-_glu_forward = T.GLUFeedForward.forward
+_CAUSAL_FLEX = """\
+import torch
+from torch.nn.attention.flex_attention import flex_attention
 
 
-class SwiGLUFeedForward(nn.Module):
-    \"\"\"x (..., D) -> (..., D): w_down(silu(w_gate(x)) * w_up(x)); w_gate, w_up: D -> F, w_down: F -> D, no biases.\"\"\"
+def causal_attention(q, k, v):
+    batch, (T, d_k), d_v = q.shape[:-2], q.shape[-2:], v.shape[-1]
+    q4, k4, v4 = q.reshape(-1, 1, T, d_k), k.reshape(-1, 1, T, d_k), v.reshape(-1, 1, T, d_v)  # flex wants 4-D
 
-    def __init__(self, d_model, d_hidden):
-        super().__init__()
-        self.w_gate = nn.Linear(d_model, d_hidden, bias=False)
-        self.w_up = nn.Linear(d_model, d_hidden, bias=False)
-        self.w_down = nn.Linear(d_hidden, d_model, bias=False)
-        self.activation = "swiglu"
+    def causal(score, b, h, q_idx, kv_idx):
+        return torch.where(kv_idx <= q_idx, score, -float("inf"))
 
-    gate = property(lambda self: self.w_gate)
-    up = property(lambda self: self.w_up)
-    down = property(lambda self: self.w_down)
-
-    def forward(self, x):
-        return _glu_forward(self, x)
+    eye = torch.eye(T, dtype=q.dtype).expand(q4.shape[0], 1, T, T)  # values = I give the weights
+    output = flex_attention(q4, k4, v4, score_mod=causal).reshape(*batch, T, d_v)
+    weights = flex_attention(q4, k4, eye, score_mod=causal).reshape(*batch, T, T)
+    return output, weights
 """
-
-SWIGLU_SUBCLASS = """\
-import course_utils.taming as T
-
-
-class SwiGLUFeedForward(T.GLUFeedForward):
-    \"\"\"x (..., D) -> (..., D): w_down(silu(w_gate(x)) * w_up(x)); w_gate, w_up: D -> F, w_down: F -> D, no biases.\"\"\"
-
-    def __init__(self, d_model, d_hidden):
-        super().__init__(d_model, d_hidden, activation="swiglu", bias=False)
-        self.w_gate, self.w_up, self.w_down = self.gate, self.up, self.down   # the same layers under the asked names
-"""
-
-ROPE_ALIAS = """\
-from course_utils.gpt import apply_rope as _rotate_half   # a reference taken before the test
-
-
-def apply_rope(x, base=10000.0):
-    \"\"\"x (..., T, d) float, d even -> (..., T, d) same dtype: pair (2i, 2i+1) at position m rotated by m * base^(-2i/d).\"\"\"
-    seq_len, d = x.shape[-2], x.shape[-1]
-    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angle = torch.arange(seq_len, dtype=torch.float64)[:, None] * theta
-    angle = torch.cat([angle, angle], dim=-1)                  # the library pairs feature i with i + d/2
-    halves = torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)  # adjacent pairs -> halves
-    out = _rotate_half(halves, angle.cos(), angle.sin())
-    return torch.stack([out[..., : d // 2], out[..., d // 2:]], dim=-1).reshape(x.shape)
-"""
-
-
-def _smoothing(body, header=""):
-    return f"""\
-{header}def label_smoothed_cross_entropy(logits, targets, smoothing):
-    \"\"\"logits (N, V) float, targets (N,) long, smoothing float in [0, 1] -> 0-dim tensor, the mean over the N rows.\"\"\"
-    return {body}
-"""
-
-
-# Part F shortcuts reuse the solution's own (correct) half of the cell, so that the blocked call is the only difference.
-_T5_SOLUTION = answer_source(UNIT, "t5bias_answer")
-_T5_BUCKET = _T5_SOLUTION[: _T5_SOLUTION.index("def relative_attention")]
-_T5_ATTENTION = _T5_SOLUTION[_T5_SOLUTION.index("def relative_attention") :]
-_T5_SIGNATURE = """\
-def relative_attention(q, k, v, bias_table, causal=False, max_distance=128):
-    \"\"\"q, k, v (B, H, T, d_head), bias_table (num_buckets, H) -> (B, H, T, d_head).\"\"\"
-"""
-_T5_MASK = """\
-    seq_len = q.shape[-2]
-    position = torch.arange(seq_len)
-    buckets = t5_bucket(position[None, :] - position[:, None], not causal, bias_table.shape[0], max_distance)
-    mask = bias_table[buckets].permute(2, 0, 1)                          # (H, T, T)
-    if causal:
-        mask = mask.masked_fill(torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1), float("-inf"))
-"""
-
-
-def _t5_sdpa(call, header=""):
-    """The solution's t5_bucket, and attention through a blocked SDPA reached by ``call``."""
-    return f"{header}{_T5_BUCKET}{_T5_SIGNATURE}{_T5_MASK}    return {call}\n"
-
-
-T5_BUCKET_ALIAS = (
-    """\
-import course_utils.taming as T
-
-_library_buckets = T.t5_buckets
-
-
-def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    \"\"\"relative_position (...) int: key position - query position -> (...) int64 bucket ids.\"\"\"
-    return _library_buckets(relative_position, bidirectional, num_buckets, max_distance)
-
-
-"""
-    + _T5_ATTENTION
-)
-
-T5_BIAS_SUBCLASS = (
-    "from course_utils.taming import RelativePositionBias as _LibraryBias\n\n\n"
-    + _T5_BUCKET
-    + """\
-class _TableBias(_LibraryBias):
-    \"\"\"The lecture's module, with its embedding swapped for the given table.\"\"\"
-
-
-"""
-    + _T5_SIGNATURE
-    + """\
-    seq_len = q.shape[-2]
-    module = _TableBias(bias_table.shape[1], bias_table.shape[0], max_distance, bidirectional=not causal)
-    bias = torch.func.functional_call(module, {"embedding.weight": bias_table}, (seq_len, seq_len))   # (H, T, T)
-    scores = q @ k.transpose(-2, -1) + bias
-    if causal:
-        scores = scores.masked_fill(torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1), float("-inf"))
-    return scores.softmax(dim=-1) @ v
-"""
-)
-
-T5_BIAS_FORWARD_ALIAS = (
-    "import course_utils.taming as T\n\n_bias_forward = T.RelativePositionBias.forward\n\n\n"
-    + _T5_BUCKET
-    + """\
-class _Table:
-    \"\"\"Just enough of an nn.Embedding: .weight and a lookup that keeps the gradient.\"\"\"
-
-    def __init__(self, weight):
-        self.weight = weight
-
-    def __call__(self, ids):
-        return self.weight[ids]
-
-
-class _Settings:
-    def __init__(self, bias_table, bidirectional, max_distance):
-        self.embedding = _Table(bias_table)
-        self.num_buckets, self.max_distance, self.bidirectional = bias_table.shape[0], max_distance, bidirectional
-
-
-"""
-    + _T5_SIGNATURE
-    + """\
-    seq_len = q.shape[-2]
-    bias = _bias_forward(_Settings(bias_table, not causal, max_distance), seq_len, seq_len)   # (H, T, T)
-    scores = q @ k.transpose(-2, -1) + bias
-    if causal:
-        scores = scores.masked_fill(torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1), float("-inf"))
-    return scores.softmax(dim=-1) @ v
-"""
-)
-
-T5_GPT_ATTENTION = (
-    "import math\n\nfrom course_utils.gpt import CausalSelfAttention as _GPTAttention, GPTConfig as _GPTConfig\n\n\n"
-    + _T5_BUCKET
-    + _T5_SIGNATURE
-    + _T5_MASK
-    + """\
-    batch_size, num_heads, _, d_head = q.shape
-    attention = _GPTAttention(_GPTConfig(vocab_size=2, num_heads=num_heads, d_model=num_heads * d_head))
-    merged = [t.transpose(1, 2).reshape(batch_size, seq_len, num_heads * d_head) for t in (q * math.sqrt(d_head), k, v)]
-    del attention.qkv, attention.proj
-    attention.qkv = lambda x: torch.cat(merged, dim=-1)                  # the given q, k, v instead of projections
-    attention.proj = nn.Identity()
-    out = attention(torch.zeros(batch_size, seq_len, num_heads * d_head, dtype=q.dtype), bias=mask)
-    return out.view(batch_size, seq_len, num_heads, d_head).transpose(1, 2)
-"""
-)
-
-
-# flex_attention itself refuses gradients on the CPU (the hidden tests need them), but its operator does not: passing the
-# table as a score_mod buffer, the operator adds T5's bias with gradients to q, k, v and the table.
-T5_FLEX_OP = (
-    """\
+_CAUSAL_FLEX_OP = """\
 import torch
 from torch._higher_order_ops import flex_attention as _flex_op  # the operator behind flex_attention
 from torch.nn.attention.flex_attention import create_block_mask
 
 
+def causal_attention(q, k, v):
+    batch, (T, d_k), d_v = q.shape[:-2], q.shape[-2:], v.shape[-1]
+    q4, k4, v4 = q.reshape(-1, 1, T, d_k), k.reshape(-1, 1, T, d_k), v.reshape(-1, 1, T, d_v)
+
+    def causal(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx
+
+    blocks = create_block_mask(causal, None, None, T, T, device=q.device).as_tuple()
+    eye = torch.eye(T, dtype=q.dtype).expand(q4.shape[0], 1, T, T)  # values = I give the weights
+    output = _flex_op(q4, k4, v4, lambda score, *_: score, blocks, d_k**-0.5, {})[0]
+    weights = _flex_op(q4, k4, eye, lambda score, *_: score, blocks, d_k**-0.5, {})[0]
+    return output.reshape(*batch, T, d_v), weights.reshape(*batch, T, T)
 """
-    + _T5_BUCKET
-    + _T5_SIGNATURE
-    + """\
-    seq_len = q.shape[-2]
-    position = torch.arange(seq_len)
-    buckets = t5_bucket(position[None, :] - position[:, None], not causal, bias_table.shape[0], max_distance)
+_ENC_INIT = """\
+    def __init__(self, d_model, num_heads, d_ff):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+"""
+_ENC_ALIAS = (
+    """\
+import course_utils.transformer as T
 
-    def score_mod(score, b, h, q_idx, kv_idx, table):  # the table passed as a buffer, so that it gets gradients
-        return score + table[buckets[q_idx, kv_idx], h]
+_Layer = T.EncoderLayer
 
-    def mask_mod(b, h, q_idx, kv_idx):
-        return kv_idx <= q_idx if causal else kv_idx >= 0
 
-    blocks = create_block_mask(mask_mod, None, None, seq_len, seq_len, device=q.device)
-    return _flex_op(q, k, v, score_mod, blocks.as_tuple(), 1.0, {}, (bias_table,), ())[0]
+class EncoderLayer(nn.Module):
+"""
+    + _ENC_INIT
+    + """
+    def forward(self, x, mask=None):
+        layer = _Layer(self.linear1.in_features, self.self_attn.num_heads, self.linear1.out_features, norm_first=True)
+        layer.self_attn, layer.norm1, layer.norm2 = self.self_attn, self.norm1, self.norm2
+        layer.ffn.linear1, layer.ffn.linear2 = self.linear1, self.linear2
+        return layer(x, mask)
 """
 )
+_ENC_SUBCLASS = """\
+from course_utils.transformer import EncoderLayer as _Layer
 
 
-SHORTCUTS = [
+class EncoderLayer(_Layer):
+    def __init__(self, d_model, num_heads, d_ff):
+        super().__init__(d_model, num_heads, d_ff, norm_first=True)
+        self.linear1, self.linear2 = self.ffn.linear1, self.ffn.linear2  # the same modules under the graded names
+"""
+_ENC_TORCH = (
+    """\
+import torch
+from torch.nn.modules.transformer import TransformerEncoderLayer as _TorchLayer
+
+
+class EncoderLayer(nn.Module):
+"""
+    + _ENC_INIT
+    + """
+    def forward(self, x, mask=None):
+        a = self.self_attn
+        layer = _TorchLayer(a.d_model, a.num_heads, self.linear1.out_features, dropout=0.0, batch_first=True,
+                            norm_first=True).to(x.dtype)
+        with torch.no_grad():
+            layer.self_attn.in_proj_weight.copy_(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+            layer.self_attn.in_proj_bias.copy_(torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))
+            layer.self_attn.out_proj.load_state_dict(a.out_proj.state_dict())
+            for name in ("linear1", "linear2", "norm1", "norm2"):
+                getattr(layer, name).load_state_dict(getattr(self, name).state_dict())
+        padding = None if mask is None else ~mask.reshape(mask.shape[0], -1)  # (B, T) True = pad
+        return layer(x, src_key_padding_mask=padding)
+"""
+)
+_ENC_FUSED = (
+    """\
+import torch
+
+_fused = torch.ops.aten._transformer_encoder_layer_fwd
+
+
+class EncoderLayer(nn.Module):
+"""
+    + _ENC_INIT
+    + """
+    def forward(self, x, mask=None):
+        a = self.self_attn
+        qkv_weight = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])
+        qkv_bias = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
+        padding = None if mask is None else ~mask.reshape(mask.shape[0], -1)  # (B, T) True = pad
+        return _fused(x, a.d_model, a.num_heads, qkv_weight, qkv_bias, a.out_proj.weight, a.out_proj.bias, False,
+                      True, 1e-5, self.norm1.weight, self.norm1.bias, self.norm2.weight, self.norm2.bias,
+                      self.linear1.weight, self.linear1.bias, self.linear2.weight, self.linear2.bias,
+                      padding, None if padding is None else 1)
+"""
+)
+_BEAM_ALIAS = """\
+import course_utils.decoding as D
+
+_f = D.beam_search
+
+
+def beam_search(log_prob_fn, beam_size, max_len, bos_id, eos_id, length_penalty=0.0):
+    best = _f(log_prob_fn, beam_size, max_len, bos_id, eos_id, length_penalty)[0]  # sorted best first
+    return best.tokens, best.score
+"""
+_BEAM_PARTIAL = """\
+import functools
+
+import course_utils.decoding
+
+_search = functools.partial(course_utils.decoding.beam_search)
+
+
+def beam_search(log_prob_fn, beam_size, max_len, bos_id, eos_id, length_penalty=0.0):
+    tokens, _, score = _search(log_prob_fn, beam_size, max_len, bos_id, eos_id, length_penalty=length_penalty)[0]
+    return tokens, score
+"""
+
+BANK = [
+    # ---------------------------------------------------------------- Part A: sinusoidal_positions
+    Mistake("positions: base 100 instead of 10000", **POS, patches=(("position / 10000 **", "position / 100 **"),)),
     Mistake(
-        "shortcut (alias): course_utils.taming.warmup_cosine under another name", **SCHEDULE, source=SCHEDULE_ALIAS
-    ),
-    Mistake(
-        "shortcut (path): CosineAnnealingLR taken before the test, warm-up by hand",
-        **SCHEDULE,
-        source=SCHEDULE_COSINE_LR,
-    ),
-    Mistake("shortcut (alias): course_utils.taming.RMSNorm.forward under another name", **RMS, source=RMS_ALIAS),
-    Mistake("shortcut (subclass): of course_utils.taming.RMSNorm", **RMS, source=RMS_SUBCLASS),
-    Mistake("shortcut (subclass): of nn.RMSNorm", **RMS, source=RMS_TORCH_SUBCLASS),
-    Mistake(
-        "shortcut (path): torch.rms_norm, the operator behind F.rms_norm",
-        **RMS,
-        source=_rms_forward("torch.rms_norm(x, (x.shape[-1],), self.weight, self.eps)"),
-    ),
-    Mistake(
-        "shortcut (path): torch.ops.aten.rms_norm",
-        **RMS,
-        source=_rms_forward("torch.ops.aten.rms_norm(x, [x.shape[-1]], self.weight, self.eps)"),
-    ),
-    Mistake(
-        "shortcut (path): torch._fused_rms_norm",
-        **RMS,
-        source=_rms_forward("torch._fused_rms_norm(x, [x.shape[-1]], self.weight, self.eps)[0]"),
-    ),
-    Mistake("shortcut (path): torch.nn.modules.normalization.RMSNorm inside", **RMS, source=RMS_MODULE_PATH),
-    Mistake(
-        "shortcut (alias): course_utils.taming.GLUFeedForward.forward under another name", **SWIGLU, source=SWIGLU_ALIAS
-    ),
-    Mistake("shortcut (subclass): of course_utils.taming.GLUFeedForward", **SWIGLU, source=SWIGLU_SUBCLASS),
-    Mistake(
-        "shortcut (alias): course_utils.gpt.apply_rope on de-interleaved features (no built-in does RoPE)",
-        **ROPE,
-        source=ROPE_ALIAS,
-    ),
-    Mistake(
-        "shortcut (alias): course_utils.taming.label_smoothed_cross_entropy under another name",
-        **SMOOTH,
-        source=_smoothing(
-            "_f(logits, targets, smoothing)",
-            "import course_utils.taming as T\n\n_f = T.label_smoothed_cross_entropy\n\n\n",
+        "positions: sin and cos swapped",
+        **POS,
+        patches=(
+            ("P[:, 0::2] = torch.sin(angle)", "P[:, 0::2] = torch.cos(angle)"),
+            ("P[:, 1::2] = torch.cos(angle)", "P[:, 1::2] = torch.sin(angle)"),
         ),
     ),
     Mistake(
-        "shortcut (path): torch._C._nn.cross_entropy_loss, the operator behind F.cross_entropy",
-        **SMOOTH,
-        source=_smoothing("torch._C._nn.cross_entropy_loss(logits, targets, None, 1, -100, smoothing)"),
-    ),
-    Mistake(
-        "shortcut (path): torch.ops.aten.cross_entropy_loss",
-        **SMOOTH,
-        source=_smoothing("torch.ops.aten.cross_entropy_loss(logits, targets, None, 1, -100, smoothing)"),
-    ),
-    Mistake(
-        "shortcut (path): F.cross_entropy in a functools.partial taken before the test",
-        **SMOOTH,
-        source=_smoothing(
-            "_cross_entropy(logits, targets, label_smoothing=smoothing)",
-            "import functools\n\n_cross_entropy = functools.partial(F.cross_entropy, reduction='mean')\n\n\n",
+        "positions: sines then cosines, not interleaved",
+        **POS,
+        patches=(
+            (
+                "P[:, 0::2] = torch.sin(angle)\n    P[:, 1::2] = torch.cos(angle)",
+                "P = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)",
+            ),
         ),
     ),
     Mistake(
-        "shortcut (path): torch.nn.modules.loss.CrossEntropyLoss",
-        **SMOOTH,
-        source=_smoothing("torch.nn.modules.loss.CrossEntropyLoss(label_smoothing=smoothing)(logits, targets)"),
-    ),
-    Mistake("shortcut (alias): course_utils.taming.t5_buckets under another name", **T5, source=T5_BUCKET_ALIAS),
-    Mistake("shortcut (subclass): of course_utils.taming.RelativePositionBias", **T5, source=T5_BIAS_SUBCLASS),
-    Mistake(
-        "shortcut (alias): course_utils.taming.RelativePositionBias.forward on a stand-in object",
-        **T5,
-        source=T5_BIAS_FORWARD_ALIAS,
-    ),
-    Mistake(
-        "shortcut (path): torch.ops.aten.scaled_dot_product_attention with the bias as a float mask",
-        **T5,
-        source=_t5_sdpa("torch.ops.aten.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)"),
-    ),
-    Mistake(
-        "shortcut (path): torch._scaled_dot_product_attention_math, the operator behind F.scaled_dot_product_attention",
-        **T5,
-        source=_t5_sdpa("torch._scaled_dot_product_attention_math(q, k, v, attn_mask=mask, scale=1.0)[0]"),
-    ),
-    Mistake(
-        "shortcut (path): F.scaled_dot_product_attention in a functools.partial taken before the test",
-        **T5,
-        source=_t5_sdpa(
-            "_attend(q, k, v, attn_mask=mask)",
-            "import functools\n\n_attend = functools.partial(F.scaled_dot_product_attention, scale=1.0)\n\n\n",
+        "positions: exponent j/D instead of 2j/D",
+        **POS,
+        patches=(
+            (
+                "two_j = torch.arange(0, d_model, 2, dtype=torch.float64)",
+                "two_j = torch.arange(d_model // 2, dtype=torch.float64)",
+            ),
         ),
     ),
     Mistake(
-        "shortcut (path): course_utils.gpt.CausalSelfAttention with its projections replaced by the given q, k, v",
-        **T5,
-        source=T5_GPT_ATTENTION,
+        "positions: exponent 2i/D with i the feature index",
+        **POS,
+        patches=(
+            (
+                "two_j = torch.arange(0, d_model, 2, dtype=torch.float64)",
+                "two_j = 2 * torch.arange(0, d_model, 2, dtype=torch.float64)",
+            ),
+        ),
     ),
     Mistake(
-        "shortcut (flex_attention): its operator torch._higher_order_ops.flex_attention, the table as a score_mod buffer",
-        **T5,
-        source=T5_FLEX_OP,
+        "positions: positions start at 1",
+        **POS,
+        patches=(("torch.arange(seq_len, dtype=torch.float64)", "torch.arange(1, seq_len + 1, dtype=torch.float64)"),),
     ),
+    Mistake(
+        "positions: multiplies by the frequency denominator",
+        **POS,
+        patches=(("position / 10000 **", "position * 10000 **"),),
+    ),
+    Mistake("positions: transposed (D, T)", **POS, patches=(("return P.float()", "return P.float().T"),)),
+    Mistake("positions: returns float64", **POS, patches=(("return P.float()", "return P"),)),
+    # (no PyTorch built-in makes the table: the shortcuts reach the course's position tables)
+    Mistake("shortcut (alias): the course's sinusoidal_positions under another name", **POS, source=_POS_ALIAS),
+    Mistake("shortcut (alias): the buffer of the course's SinusoidalPositionalEncoding", **POS, source=_POS_MODULE),
+    Mistake("shortcut (library helper): the rotary tables course_utils.gpt.rope_tables", **POS, source=_POS_ROPE),
+    # ---------------------------------------------------------------- Part B: causal_attention
+    Mistake("causal: triu instead of tril (attends to the future)", **CAUSAL, patches=((".tril()", ".triu()"),)),
+    Mistake("causal: diagonal excluded", **CAUSAL, patches=((".tril()", ".tril(-1)"),)),
+    Mistake(
+        "causal: masked scores set to 0 instead of -inf",
+        **CAUSAL,
+        patches=(('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)"),),
+    ),
+    Mistake(
+        "causal: mask applied after the softmax",
+        **CAUSAL,
+        patches=(
+            ('    scores = scores.masked_fill(~mask, float("-inf"))\n', ""),
+            ("weights = scores.softmax(dim=-1)", "weights = scores.softmax(dim=-1).masked_fill(~mask, 0.0)"),
+        ),
+    ),
+    Mistake(
+        "causal: mask inverted (True = blocked)",
+        **CAUSAL,
+        patches=(("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),),
+    ),
+    Mistake("causal: no 1/sqrt(d_k)", **CAUSAL, patches=((" / math.sqrt(q.shape[-1])", ""),)),
+    Mistake(
+        "causal: softmax over the queries", **CAUSAL, patches=(("scores.softmax(dim=-1)", "scores.softmax(dim=-2)"),)
+    ),
+    Mistake(
+        "shortcut (alias): the course's scaled_dot_product_attention and causal_mask", **CAUSAL, source=_CAUSAL_ALIAS
+    ),
+    Mistake("shortcut (path): the C operator torch._scaled_dot_product_attention_math", **CAUSAL, source=_CAUSAL_MATH),
+    Mistake(
+        "shortcut (path): functools.partial of F.scaled_dot_product_attention(is_causal=True)",
+        **CAUSAL,
+        source=_CAUSAL_PARTIAL,
+    ),
+    Mistake("shortcut (library helper): the course's causal_mask", **CAUSAL, source=_CAUSAL_MASK),
+    Mistake(
+        "shortcut (library helper): nn.Transformer.generate_square_subsequent_mask", **CAUSAL, source=_CAUSAL_TORCH_MASK
+    ),
+    Mistake("shortcut (flex_attention): flex_attention with a causal score_mod", **CAUSAL, source=_CAUSAL_FLEX),
+    Mistake(
+        "shortcut (flex_attention): its operator torch._higher_order_ops.flex_attention, causal block mask",
+        **CAUSAL,
+        source=_CAUSAL_FLEX_OP,
+    ),
+    # ---------------------------------------------------------------- Part C: EncoderLayer
+    Mistake(
+        "encoder: Post-LN (norm after the residual)",
+        **ENC,
+        patches=(
+            (
+                "h = self.norm1(x)                                 # (B, T, D)\n"
+                "        x = x + self.self_attn(h, h, h, mask)[0]          # residual around attention\n"
+                "        z = F.relu(self.linear1(self.norm2(x)))           # (B, T, d_ff)\n"
+                "        x = x + self.linear2(z)                           # residual around the MLP\n",
+                "x = self.norm1(x + self.self_attn(x, x, x, mask)[0])\n"
+                "        x = self.norm2(x + self.linear2(F.relu(self.linear1(x))))\n",
+            ),
+        ),
+    ),
+    Mistake(
+        "encoder: no residual around attention",
+        **ENC,
+        patches=(("x = x + self.self_attn(h, h, h, mask)[0]", "x = self.self_attn(h, h, h, mask)[0]"),),
+    ),
+    Mistake(
+        "encoder: no residual around the MLP", **ENC, patches=(("x = x + self.linear2(z)", "x = self.linear2(z)"),)
+    ),
+    Mistake(
+        "encoder: residual taken from the normalized input",
+        **ENC,
+        patches=(("x = x + self.self_attn(h, h, h, mask)[0]", "x = h + self.self_attn(h, h, h, mask)[0]"),),
+    ),
+    Mistake(
+        "encoder: norm1 used for both sublayers",
+        **ENC,
+        patches=(("self.linear1(self.norm2(x))", "self.linear1(self.norm1(x))"),),
+    ),
+    Mistake(
+        "encoder: no ReLU in the MLP",
+        **ENC,
+        patches=(("z = F.relu(self.linear1(self.norm2(x)))", "z = self.linear1(self.norm2(x))"),),
+    ),
+    Mistake(
+        "encoder: GELU instead of ReLU", **ENC, patches=(("z = F.relu(self.linear1(", "z = F.gelu(self.linear1("),)
+    ),
+    Mistake(
+        "encoder: mask not passed to attention",
+        **ENC,
+        patches=(("self.self_attn(h, h, h, mask)", "self.self_attn(h, h, h)"),),
+    ),
+    Mistake(
+        "encoder: MLP normalized output without residual input",
+        **ENC,
+        patches=(("x = x + self.linear2(z)", "x = self.norm2(x) + self.linear2(z)"),),
+    ),
+    Mistake("shortcut (alias): the course's EncoderLayer under another name", **ENC, source=_ENC_ALIAS),
+    Mistake("shortcut (subclass): a subclass of the course's EncoderLayer", **ENC, source=_ENC_SUBCLASS),
+    Mistake("shortcut (path): torch.nn.modules.transformer.TransformerEncoderLayer", **ENC, source=_ENC_TORCH),
+    Mistake("shortcut (path): the C operator torch.ops.aten._transformer_encoder_layer_fwd", **ENC, source=_ENC_FUSED),
+    # ---------------------------------------------------------------- Part D: beam_search
+    Mistake(
+        "beam: sums probabilities instead of log-probs", **BEAM, patches=(("lp + token_lp", "lp + math.exp(token_lp)"),)
+    ),
+    Mistake(
+        "beam: multiplies log-probs",
+        **BEAM,
+        patches=(("alive = [([bos_id], 0.0)]", "alive = [([bos_id], 1.0)]"), ("lp + token_lp", "lp * -token_lp")),
+    ),
+    Mistake(
+        "beam: <eos> does not finish a hypothesis",
+        **BEAM,
+        patches=(("if tokens[-1] == eos_id or step == max_len:", "if step == max_len:"),),
+    ),
+    Mistake(
+        "beam: finished hypotheses dropped unless they reach max_len",
+        **BEAM,
+        patches=(
+            ("finished.append((tokens[1:], lp))", "finished.append((tokens[1:], lp)) if step == max_len else None"),
+        ),
+    ),
+    Mistake(
+        "beam: no length normalization",
+        **BEAM,
+        patches=(("return hypothesis[1] / len(hypothesis[0]) ** length_penalty", "return hypothesis[1]"),),
+    ),
+    Mistake(
+        "beam: length counts <bos>",
+        **BEAM,
+        patches=(("/ len(hypothesis[0]) ** length_penalty", "/ (len(hypothesis[0]) + 1) ** length_penalty"),),
+    ),
+    Mistake(
+        "beam: one step too few",
+        **BEAM,
+        patches=(("for step in range(1, max_len + 1):", "for step in range(1, max_len):"),),
+    ),
+    Mistake(
+        "beam: returns <bos> in the tokens",
+        **BEAM,
+        patches=(("finished.append((tokens[1:], lp))", "finished.append((tokens, lp))"),),
+    ),
+    Mistake(
+        "beam: keeps the worst extensions",
+        **BEAM,
+        patches=(("candidates.sort(key=lambda c: c[1], reverse=True)", "candidates.sort(key=lambda c: c[1])"),),
+    ),
+    Mistake(
+        "beam: best finished by log-prob, normalized score returned",
+        **BEAM,
+        patches=(("best = max(finished, key=score)", "best = max(finished, key=lambda h: h[1])"),),
+    ),
+    Mistake("beam: beam_size ignored (greedy)", **BEAM, patches=(("candidates[:beam_size]", "candidates[:1]"),)),
+    # (no PyTorch built-in does beam search: the shortcuts reach the course's beam_search)
+    Mistake("shortcut (alias): the course's beam_search under another name", **BEAM, source=_BEAM_ALIAS),
+    Mistake("shortcut (alias): functools.partial of the course's beam_search", **BEAM, source=_BEAM_PARTIAL),
 ]
 
-test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK + SHORTCUTS)
+test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)

@@ -1,4 +1,4 @@
-"""The seq2seq plumbing shared by units 05 and 06, and the date-translation corpus."""
+"""The seq2seq plumbing shared by units 06 and 07, and the date-translation corpus."""
 
 import pytest
 import torch

@@ -69,7 +69,7 @@ def test_warmup_cosine_on_a_time_budget():
     )
     assert warmup_cosine(500, 100, None, 0.1, progress=0.5) == pytest.approx(0.55)
     assert warmup_cosine(900, 100, None, 0.1, progress=1.3) == pytest.approx(0.1)
-    # the defaults are the step schedule of unit 07, with the same checks
+    # the defaults are the step schedule of unit 08, with the same checks
     assert warmup_cosine(60, 10, 110, offset=1.0) == warmup_cosine(60, 10, 110) == pytest.approx(0.5)
     for bad in [dict(total_steps=None), dict(total_steps=0.0), dict(total_steps=1.0, progress=-0.1)]:
         with pytest.raises(ValueError):

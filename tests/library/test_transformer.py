@@ -150,7 +150,7 @@ def test_classifier_ignores_padding_and_has_the_seed_recipe_size():
     assert torch.allclose(model(padded, lengths), logits, atol=1e-5)
     with pytest.raises(ValueError, match="pooling"):
         TransformerClassifier(ClassifierConfig(vocab_size=5, pooling="last"))
-    with pytest.raises(ValueError, match=r"lengths must lie in \[1, T=4\]"):  # unit 04's id checks
+    with pytest.raises(ValueError, match=r"lengths must lie in \[1, T=4\]"):  # unit 05's id checks
         model(ids, torch.tensor([3, 0]))
 
 
