@@ -9,7 +9,7 @@ real corpora (IMDB, ...) when online or given a local path, and fails fast with
     source = MarkovSource.random("abcd ", seed=0)        # a toy language with a known entropy
     reviews = sentiment_with_negation(1000, seed=0)      # [("the film was not good", 0), ...]
     pairs = date_pairs(5000, seed=0)                     # [("samedi 21 novembre 2026", "2026-11-21"), ...]
-    bible = bible_kjv_text() if bible_kjv_available() else python_docs_text()   # ~820k words, Debian
+    bible = bible_kjv_text() if bible_kjv_available() else python_docs_text()   # ~790k words, Debian
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def bible_kjv_available() -> bool:
 
 
 def bible_kjv_text() -> str:
-    """The King James Bible (public domain), one verse per line: about 31 000 lines, 820 000 words.
+    """The King James Bible (public domain), one verse per line: about 31 000 lines, 790 000 words.
 
     Read from Debian's ``bible-kjv`` package (``apt-get install bible-kjv``), whose ``bible``
     program prints the whole text in a fraction of a second; chapter headings and verse numbers
