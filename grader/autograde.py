@@ -332,7 +332,12 @@ def autograde(
         for future in pool.as_completed(jobs):
             unit, student, release, hidden, count = jobs[future]
             batch = done.setdefault((unit, student), [])
-            batch.append(future.result())
+            try:
+                batch.append(future.result())
+            except Exception as exc:  # noqa: BLE001 - e.g. a task that killed every Dask worker it ran on
+                failures.append(f"{unit}/{student}: not graded: {exc!r}")
+                log(f"{unit:20} {student:20} NOT GRADED: {exc!r}")
+                continue
             if len(batch) < count:
                 continue
             try:
@@ -351,7 +356,7 @@ def autograde(
             results += batch
         gb.close()
     if failures:
-        raise RuntimeError("could not save some grades:\n" + "\n".join(failures))
+        raise RuntimeError("could not grade or save some submissions:\n" + "\n".join(failures))
     return results
 
 

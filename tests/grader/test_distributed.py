@@ -133,6 +133,30 @@ def test_a_worker_killed_mid_batch_loses_no_submission(cluster, template, tmp_pa
     assert gradebook_scores(f"sqlite:///{course / 'gradebook.db'}") == expected
 
 
+def test_a_notebook_that_cannot_be_graded_does_not_stop_the_others(template, tmp_path, monkeypatch):
+    """A task that raises (on Dask: one that killed every worker it ran on) is reported at the end of
+    the run, after the other students' grades were saved."""
+    import grader.autograde as autograde_module
+
+    course = clone(template, tmp_path / "failing")
+    for student, kind in STUDENTS.items():
+        submit(course, student, ANSWERS[kind])
+    real = autograde_module.grade_notebook
+
+    def failing_for_ben(student, *args, **kwargs):
+        if student == "ben":
+            raise OSError("the worker's disk is full")
+        return real(student, *args, **kwargs)
+
+    monkeypatch.setattr(autograde_module, "grade_notebook", failing_for_ben)
+    lines: list[str] = []
+    with pytest.raises(RuntimeError, match="ben: not graded: OSError"):
+        autograde(course, workers=2, limits=LIMITS, sandbox=SANDBOX, log=lines.append)
+    assert any("ben" in line and "NOT GRADED" in line for line in lines), lines
+    saved = gradebook_scores(f"sqlite:///{course / 'gradebook.db'}")
+    assert saved == {s: EXPECTED[k] for s, k in STUDENTS.items() if s != "ben"}
+
+
 @pytest.mark.parametrize(
     "address, says",
     [
