@@ -107,7 +107,8 @@ def server():
         if runuser is None:
             _unavailable("running as root, and `runuser` (util-linux) is missing to run the server as 'postgres'")
         as_user = [runuser, "-u", "postgres", "--"]
-    folder = Path(tempfile.mkdtemp(prefix="course-pg-"))  # short: a socket path has at most 107 bytes
+    # In /tmp, not $TMPDIR: short (a socket path has at most 107 bytes) and reachable by the postgres user.
+    folder = Path(tempfile.mkdtemp(prefix="course-pg-", dir="/tmp" if os.path.isdir("/tmp") else None))
     if as_user:
         shutil.chown(folder, "postgres", "postgres")
     pg = Server(bindir, folder, as_user)
