@@ -49,14 +49,15 @@ setup: $(STAMP)
 # The autograder's sandbox needs bubblewrap (Linux). Installed when we are root and apt is there;
 # elsewhere, or offline, only a note: sandboxed grading then refuses to run and its tests skip.
 # Debian packages the course uses when it can get them. As root with apt (CI) they are installed;
-# elsewhere a note says what is missing. $(call apt_need,CHECK,PACKAGE,WHAT IT IS FOR)
+# elsewhere a note says what is missing. Each apt call waits up to 5 min for a lock another apt holds
+# (a fresh machine often runs its own update at boot). $(call apt_need,CHECK,PACKAGE,WHAT IT IS FOR)
 define apt_need
 	@$(1) || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing $(2) ($(3))"; \
 	    export DEBIAN_FRONTEND=noninteractive; \
-	    apt-get install -y -qq $(2) >/dev/null 2>&1 \
-	      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $(2) >/dev/null 2>&1; } \
+	    apt-get install -o DPkg::Lock::Timeout=300 -y -qq $(2) >/dev/null 2>&1 \
+	      || { apt-get update -o DPkg::Lock::Timeout=300 -qq >/dev/null 2>&1 && apt-get install -o DPkg::Lock::Timeout=300 -y -qq $(2) >/dev/null 2>&1; } \
 	      || echo "warning: could not install $(2) ($(3))"; \
 	  else \
 	    echo "note: Debian package $(2) is not installed ($(3))"; \
@@ -71,8 +72,10 @@ sandbox-tools:
 postgres-tools:
 	$(call apt_need,ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1,postgresql,the PostgreSQL gradebook tests: without it they skip)
 
+# Unit 03 reads the King James Bible through the `bible` program of bible-kjv; without it, Python's documentation.
 # Unit 09 and benchmarks/vit read Fashion-MNIST from here; without it they fall back to scikit-learn's digits.
 datasets-tools:
+	$(call apt_need,command -v bible >/dev/null 2>&1,bible-kjv,the King James text for unit 03: without it unit 03 uses the Python documentation)
 	$(call apt_need,test -d /usr/share/datasets/fashion-mnist,dataset-fashion-mnist,Fashion-MNIST for unit 09: without it unit 09 uses the 8x8 digits)
 
 lab: setup

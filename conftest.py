@@ -21,13 +21,20 @@ def _fashion_mnist() -> bool:
     return fashion_mnist_available()
 
 
-AVAILABLE = {"fashion_mnist": _fashion_mnist}
+def _bible_kjv() -> bool:
+    from course_utils.data import bible_kjv_available
+
+    return bible_kjv_available()
+
+
+# name in the metadata -> (is it here?, the Debian package that provides it)
+AVAILABLE = {"fashion_mnist": (_fashion_mnist, "dataset-fashion-mnist"), "bible_kjv": (_bible_kjv, "bible-kjv")}
 
 
 def _missing_data(path: str) -> list[str]:
     with open(path, encoding="utf-8") as f:
         needs = json.load(f).get("metadata", {}).get("course", {}).get("requires_data", [])
-    return [name for name in needs if not AVAILABLE[name]()]
+    return [name for name in needs if not AVAILABLE[name][0]()]
 
 
 def pytest_collection_modifyitems(items):
@@ -41,7 +48,7 @@ def pytest_collection_modifyitems(items):
             if missing[path]:
                 reason = (
                     f"{os.path.basename(path)} was executed on {', '.join(missing[path])}, which is not "
-                    f"installed here (Debian: apt-get install dataset-fashion-mnist)"
+                    f"installed here (Debian: apt-get install {' '.join(AVAILABLE[n][1] for n in missing[path])})"
                 )
                 if os.environ.get("COURSE_REQUIRE_DATA") == "1":
                     raise pytest.UsageError(f"COURSE_REQUIRE_DATA=1 but {reason}")

@@ -14,6 +14,9 @@ One module per concern, grown unit by unit:
 - ``lm``        unit 02: n-gram language models, cross-entropy, perplexity
 - ``bleu``      unit 02: BLEU from scratch (clipped precision, brevity penalty, smoothing)
 - ``metrics``   unit 02: the course's metrics packaged as local ``evaluate`` modules
+- ``bow``       unit 03: bags of words, TF-IDF, word-word co-occurrence counts
+- ``embeddings`` unit 03: PPMI and truncated SVD, word2vec (skip-gram with negative sampling), GloVe,
+                fastText vectors, neighbours, 3CosAdd analogies, Spearman correlation
 - ``rnn``       unit 04: the RNN loop, manual BPTT, clipping, truncated-BPTT batches, a char RNN LM
 - ``gated``     unit 05: LSTM and GRU cells, masked pooling, the adding problem, classifiers
 - ``seq2seq``   units 06-07: parallel-corpus batches, teacher forcing, greedy decoding, scoring

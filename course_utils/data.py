@@ -9,6 +9,7 @@ real corpora (IMDB, ...) when online or given a local path, and fails fast with
     source = MarkovSource.random("abcd ", seed=0)        # a toy language with a known entropy
     reviews = sentiment_with_negation(1000, seed=0)      # [("the film was not good", 0), ...]
     pairs = date_pairs(5000, seed=0)                     # [("samedi 21 novembre 2026", "2026-11-21"), ...]
+    bible = bible_kjv_text() if bible_kjv_available() else python_docs_text()   # ~820k words, Debian
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
+import shutil
 import socket
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +50,55 @@ def python_docs_text(max_chars: int | None = None) -> str:
         raise DataUnavailable("this Python has no pydoc_data package; pass a text file instead") from exc
     text = "\n\n".join(topics[key].strip() for key in sorted(topics))
     return text if max_chars is None else text[:max_chars]
+
+
+# --------------------------------------------------------------------------- shipped with Debian
+
+BIBLE_PROGRAM = "bible"  # Debian's bible-kjv package: /usr/bin/bible, data in /usr/lib/bible.data
+BIBLE_RANGE = "Gen1:1-Rev22:21"
+NO_BIBLE_ENV = "COURSE_NO_BIBLE_KJV"
+_VERSE = re.compile(r"^\s*\d+ (.+)$")
+
+
+def _bible_disabled() -> bool:
+    return os.environ.get(NO_BIBLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def bible_kjv_available() -> bool:
+    """Whether :func:`bible_kjv_text` can run here: Debian's ``bible`` program is on the PATH.
+
+    Setting the environment variable ``COURSE_NO_BIBLE_KJV=1`` makes it answer False (and
+    :func:`bible_kjv_text` raise), to test a notebook's fallback on a machine that has the package.
+    """
+    return not _bible_disabled() and shutil.which(BIBLE_PROGRAM) is not None
+
+
+def bible_kjv_text() -> str:
+    """The King James Bible (public domain), one verse per line: about 31 000 lines, 820 000 words.
+
+    Read from Debian's ``bible-kjv`` package (``apt-get install bible-kjv``), whose ``bible``
+    program prints the whole text in a fraction of a second; chapter headings and verse numbers
+    are dropped. Raises :class:`DataUnavailable` with an install hint where the program is
+    missing, or when ``COURSE_NO_BIBLE_KJV=1`` is set (see :func:`bible_kjv_available`).
+    """
+    if _bible_disabled():
+        raise DataUnavailable(f"the King James text is switched off by {NO_BIBLE_ENV}=1")
+    program = shutil.which(BIBLE_PROGRAM)
+    if program is None:
+        raise DataUnavailable(
+            "the King James text needs Debian's bible-kjv package (apt-get install bible-kjv), "
+            f"whose {BIBLE_PROGRAM!r} program is not on the PATH here"
+        )
+    try:  # a wide line width, so that no verse is wrapped over several lines
+        out = subprocess.run(
+            [program, "-l100000", BIBLE_RANGE], capture_output=True, text=True, check=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DataUnavailable(f"{program} {BIBLE_RANGE} failed: {exc}") from exc
+    verses = [m.group(1).strip() for line in out.splitlines() if (m := _VERSE.match(line))]
+    if len(verses) < 1000:
+        raise DataUnavailable(f"{program} printed only {len(verses)} verses; is bible-kjv's data complete?")
+    return "\n".join(verses)
 
 
 # --------------------------------------------------------------------------- a toy language

@@ -22,8 +22,26 @@ on (``sys.setprofile``, ``sys.settrace``, ``sys.getprofile``, popping torch's mo
 walks of live objects) count as forbidden calls; the grading sandbox's audit hook refuses
 ``sys.setprofile`` and ``sys.settrace`` from any other code.
 
-What it cannot see: code copied by hand (the grader's review flags report near copies), and a
-built-in called from C code while torch function modes are disabled. See the README's threat model.
+Code that hides what it runs is refused in every block, whatever the targets: the graded code
+must run as Python the guard can follow, not as a compiled or traced copy of a forbidden function.
+Refused are ``torch.compile``/dynamo (``set_eval_frame`` installing a callback, seen at its
+``c_return``, or any frame starting while one is installed, e.g. set from C; the callback is
+removed before the refusal), FX-generated code (``symbolic_trace``, ``make_fx``, ``torch.export``'s
+``.module()``: frames of file ``<eval_with_key>``), ``torch.fx.Interpreter``, inductor's generated
+modules (files under ``TORCHINDUCTOR_CACHE_DIR``), and TorchScript (``torch.jit.script``/``trace``
+functions and modules, ``torch.jit.fork``, static and lite runtimes) and AOTInductor runners,
+which run only C++: importing this module routes their C entry points (``__call__``, ``forward``,
+``run``) through a one-line Python wrapper, refused inside a block and transparent outside, and
+refuses the original C functions when Python code calls them (and ``torch._C._jit_interpret_graph``).
+
+What it cannot see: code copied by hand (the grader's review flags report near copies), which
+includes a recording of a forbidden function's primitive operations made outside the block (an
+FX graph, a dispatch log) replayed by the student's own loop or an ``Interpreter`` subclass that
+overrides ``run`` and ``run_node``; a built-in called from C code while torch function modes are
+disabled; the original TorchScript/AOTInductor C entry points (``__guard_original__`` of the
+wrappers) called from C code (``functools.partial``, ``map``, or put back on their class as a
+``functools.partialmethod`` and restored before the block ends); inductor's modules after
+``TORCHINDUCTOR_CACHE_DIR`` is changed. See the README's threat model.
 """
 
 from __future__ import annotations
@@ -32,6 +50,7 @@ import contextlib
 import functools
 import gc
 import inspect
+import os
 import sys
 import threading
 import types
@@ -39,6 +58,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.fx
+from torch._C._dynamo import eval_frame as _eval_frame
 from torch.overrides import TorchFunctionMode
 
 __all__ = ["ForbiddenCall", "forbid"]
@@ -161,13 +182,79 @@ _SWITCH_CODES = {
     id(threading.settrace.__code__): "threading.settrace",
 }
 
+# Code that hides what it runs from the hook: refused in every block (see the module docstring).
+_HIDING = "torch.compile / TorchScript / FX code hides what runs from this test: call your own Python code"
+_DYNAMO = "torch.compile (dynamo's frame evaluation was switched on)"
+_FX_FILE = "<eval_with_key>"  # the file name of FX-generated code
+# C entry points that run TorchScript or AOTInductor code without any Python frame (classes of torch._C).
+_COMPILED_ENTRY_POINTS = (
+    "ScriptFunction.__call__ ScriptMethod.__call__ ScriptClass.__call__ ScriptClassFunction.__call__ "
+    "StaticModule.__call__ StaticModule.runAsync LiteScriptModule.forward LiteScriptModule.run_method "
+    "_aoti.AOTIModelContainerRunnerCpu.run _aoti.AOTIModelContainerRunnerCuda.run "
+    "_aoti.AOTIModelPackageLoader.run _aoti.AOTIModelPackageLoader.boxed_run"
+).split()
+# Compiled under a name of its own, not guard.py's: the grader trusts guard.py's code to set profile functions,
+# and this wrapper calls whatever ``original`` it is given.
+_WRAPPER = compile(
+    "def run_compiled_code(self, *args, **kwargs):  # refused by the guard's hook inside a block\n"
+    "    return original(self, *args, **kwargs)\n",
+    "<course_utils.guard: compiled code entry point>",
+    "exec",
+)
+
+
+def _mark_compiled_entry_points() -> tuple[dict[int, str], dict[tuple[int, str], str]]:
+    """Route the C entry points of compiled code through a Python wrapper whose frame the hook sees.
+
+    Returns the code objects to refuse (id -> label) and the keys of the original C functions,
+    refused when Python code calls them inside a block.
+    """
+    codes: dict[int, str] = {}
+    keys: dict[tuple[int, str], str] = {}
+    for entry in _COMPILED_ENTRY_POINTS:
+        cls: Any = torch._C
+        *path, name = entry.split(".")
+        for part in path:
+            cls = getattr(cls, part, None)
+        current = cls.__dict__.get(name) if isinstance(cls, type) else None
+        if current is None:
+            continue
+        original = getattr(current, "__guard_original__", None) or getattr(current, "__func__", current)
+        namespace = {"original": original}
+        exec(_WRAPPER, namespace)
+        wrapper = namespace["run_compiled_code"]
+        wrapper.__guard_original__ = original
+        try:
+            setattr(cls, name, wrapper)
+        except (AttributeError, TypeError):  # pragma: no cover - a type that refuses new attributes
+            continue
+        codes[id(wrapper.__code__)] = "compiled code"
+        key = _builtin_key(original)
+        if key is not None:
+            keys[key] = f"torch._C.{entry}"
+    interpret = _builtin_key(getattr(torch._C, "_jit_interpret_graph", None))
+    if interpret is not None:
+        keys[interpret] = "torch._C._jit_interpret_graph"
+    for method in (torch.fx.Interpreter.run, torch.fx.Interpreter.run_node):
+        codes[id(method.__code__)] = "torch.fx.Interpreter"
+    return codes, keys
+
+
+_HIDING_CODES, _HIDING_KEYS = _mark_compiled_entry_points()
+
+
+def _generated_files() -> tuple[str, ...]:
+    """File-name prefixes of generated code: FX's, and inductor's cache once inductor has used one."""
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # set by inductor once it has compiled anything
+    return (_FX_FILE, os.path.join(os.path.abspath(inductor), "")) if inductor else (_FX_FILE,)
+
 
 class _State:
     """The active blocks of the current process (nested ``forbid`` blocks merge their targets)."""
 
     def __init__(self) -> None:
         self.stack: list[tuple[_Targets, Any]] = []  # (merged targets, the hook installed for them)
-        self.called: list[str] = []  # forbidden calls seen since the outermost block began
+        self.called: list[str] = []  # messages of the forbidden calls seen since the outermost block began
 
 
 _STATE = _State()
@@ -183,10 +270,18 @@ def _message(what: str, reason: str | None) -> str:
 def _make_hook(targets: _Targets, previous: Any, called: list[str], reason: str | None, own: frozenset):
     codes, builtins, methods = targets.codes, targets.builtins, targets.methods
     switch_keys, switch_codes = _SWITCH_KEYS, _SWITCH_CODES
+    hiding_codes, hiding_keys, generated = _HIDING_CODES, _HIDING_KEYS, _generated_files()
+    callback, set_eval_frame = _eval_frame.get_eval_frame_callback, _eval_frame.set_eval_frame
 
-    def refuse(what: str) -> None:
-        called.append(what)
-        raise ForbiddenCall(_message(what, reason))
+    def refuse(what: str, message: str | None = None) -> None:
+        message = message or _message(what, reason)
+        called.append(message)
+        raise ForbiddenCall(message)
+
+    def hide(what: str) -> None:
+        if callback() is not None:
+            set_eval_frame(None)  # dynamo off before anything else runs
+        refuse(what, f"your code ran {what}: {_HIDING}")
 
     def hook(frame, event, arg):
         if previous is not None:
@@ -197,6 +292,13 @@ def _make_hook(targets: _Targets, previous: Any, called: list[str], reason: str 
                 refuse(codes[code])
             if code in switch_codes and frame.f_back is not None and frame.f_back.f_code not in own:
                 refuse(f"{switch_codes[code]} (the guard may not be switched off)")
+            if code in hiding_codes:
+                owner = frame.f_locals.get("self") if hiding_codes[code] == "compiled code" else None
+                hide(f"compiled code ({type(owner).__name__})" if owner is not None else hiding_codes[code])
+            if frame.f_code.co_filename.startswith(generated):
+                hide("FX-generated code" if frame.f_code.co_filename.startswith(_FX_FILE) else "inductor's code")
+            if callback() is not None:
+                hide(_DYNAMO)
         elif event == "c_call":
             key = _builtin_key(arg)
             if key is None:
@@ -208,6 +310,10 @@ def _make_hook(targets: _Targets, previous: Any, called: list[str], reason: str 
                     refuse(label)
             if key in switch_keys and frame.f_code not in own:
                 refuse(f"{switch_keys[key]} (the guard may not be switched off)")
+            if key in hiding_keys:
+                hide(hiding_keys[key])
+        elif event == "c_return" and arg is set_eval_frame and callback() is not None:
+            hide(_DYNAMO)
 
     return hook
 
@@ -230,8 +336,9 @@ class _Mode(TorchFunctionMode):
             packet = getattr(func, "_overloadpacket", func)
             what = targets.ops.get(getattr(packet, "_qualified_op_name", None))
         if what is not None:
-            self.called.append(what)
-            raise ForbiddenCall(_message(what, self.reason))
+            message = _message(what, self.reason)
+            self.called.append(message)
+            raise ForbiddenCall(message)
         return func(*args, **(kwargs or {}))
 
 
@@ -286,7 +393,7 @@ def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
         if installed is not hook and not called:
             problem = "the profile hook was removed or replaced"
         if called:
-            raise ForbiddenCall(_message(called[0], reason)) from None
+            raise ForbiddenCall(called[0]) from None
         if problem:
             raise ForbiddenCall(f"the guard was switched off while your code ran ({problem})")
 

@@ -124,6 +124,32 @@ def masked_softmax(scores, mask=None):
 
     return flex_attention(q, k, eye, score_mod=score_mod).reshape(scores.shape)
 """
+_SOFTMAX_COMPILE = """\
+import torch
+
+import course_utils.attention as A
+
+_f = A.masked_softmax
+torch._dynamo.config.recompile_limit = 64  # one compiled copy per shape, dtype and mask: no fallback to eager
+_compiled = torch.compile(_f, backend="eager")  # compiled lazily: the library's code runs as dynamo's copy
+
+
+def masked_softmax(scores, mask=None):
+    return _compiled(scores, mask)
+"""
+_SOFTMAX_JIT = """\
+import torch
+
+import course_utils.attention as A
+
+_example = torch.randn(2, 3, 4), torch.rand(2, 3, 4) > 0.5
+_with_mask = torch.jit.trace(A.masked_softmax, _example)  # a TorchScript copy: only C++ runs when called
+_without_mask = torch.jit.trace(lambda scores: A.masked_softmax(scores), _example[:1])
+
+
+def masked_softmax(scores, mask=None):
+    return _without_mask(scores) if mask is None else _with_mask(scores, mask)
+"""
 _SDPA_FLEX = """\
 import torch
 from torch.nn.attention.flex_attention import flex_attention
@@ -549,6 +575,18 @@ BANK = [
         answer="softmax_answer",
         test="softmax_test",
         source=_SOFTMAX_FLEX,
+    ),
+    Mistake(
+        "shortcut (compile): torch.compile of the course's masked_softmax under another name",
+        answer="softmax_answer",
+        test="softmax_test",
+        source=_SOFTMAX_COMPILE,
+    ),
+    Mistake(
+        "shortcut (jit): torch.jit.trace of the course's masked_softmax, traced before the test",
+        answer="softmax_answer",
+        test="softmax_test",
+        source=_SOFTMAX_JIT,
     ),
     # ---------------------------------------------------------------- Part B: scaled_dot_product_attention
     Mistake("sdpa: missing 1/sqrt(d_k)", answer="sdpa_answer", test="sdpa_test", patches=((" / math.sqrt(d_k)", ""),)),

@@ -439,6 +439,24 @@ class RMSNorm(nn.Module):
         return self.inner(x)
 """
 
+RMS_COMPILE = """\
+import course_utils.taming as T
+
+_norm_forward = torch.compile(T.RMSNorm.forward, backend="eager")  # compiled lazily: dynamo's copy runs
+
+
+class RMSNorm(nn.Module):
+    \"\"\"x (..., D) -> (..., D): x / sqrt(mean(x ** 2 over the last axis) + eps) * weight, weight (D,) starts at 1.\"\"\"
+
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        return _norm_forward(self, x)
+"""
+
 SWIGLU_ALIAS = """\
 import course_utils.taming as T
 
@@ -666,6 +684,7 @@ SHORTCUTS = [
         source=_rms_forward("torch._fused_rms_norm(x, [x.shape[-1]], self.weight, self.eps)[0]"),
     ),
     Mistake("shortcut (path): torch.nn.modules.normalization.RMSNorm inside", **RMS, source=RMS_MODULE_PATH),
+    Mistake("shortcut (compile): torch.compile of course_utils.taming.RMSNorm.forward", **RMS, source=RMS_COMPILE),
     Mistake(
         "shortcut (alias): course_utils.taming.GLUFeedForward.forward under another name", **SWIGLU, source=SWIGLU_ALIAS
     ),

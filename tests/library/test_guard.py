@@ -232,3 +232,135 @@ def test_class_without_python_methods_is_a_clear_error():
     with pytest.raises(ValueError, match="defines no Python methods"):
         with forbid(torch.Size):
             pass
+
+
+# ------------------------------------------------------------ compiled or traced copies of a forbidden function
+# Each runs only primitive operators, so the guard refuses the machinery itself inside any block.
+M = torch.tensor([[True, False, True], [True, True, True]])
+
+
+def _own_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
+
+
+def _compiled():
+    return torch.compile(_wrapped, backend="eager")  # compiled lazily, at its first call
+
+
+def _compiled_warm():
+    compiled = torch.compile(_wrapped, backend="eager")
+    compiled(S, M)  # compiled outside the block: inside only the cached code runs
+    return compiled
+
+
+def _fx_traced():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(_wrapped)(S, M)  # course_utils.attention.masked_softmax checks its mask: symbolic_trace cannot
+
+
+def _fx_symbolic():
+    return torch.fx.symbolic_trace(_own_softmax)
+
+
+def _fx_interpreter():
+    traced = _fx_traced()
+    return lambda scores, mask: torch.fx.Interpreter(traced).run(scores, mask)
+
+
+def _jit_traced():
+    return torch.jit.trace(_wrapped, (S, M))
+
+
+def _jit_scripted():
+    return torch.jit.script(_own_softmax)
+
+
+def _jit_module():
+    class Softmax(nn.Module):
+        def forward(self, scores, mask):
+            return _own_softmax(scores, mask)
+
+    return torch.jit.script(Softmax())
+
+
+def _jit_forked():
+    scripted = _jit_traced()
+    return lambda scores, mask: torch.jit.wait(torch.jit.fork(scripted, scores, mask))
+
+
+def _jit_original_entry_point():
+    scripted = _jit_traced()
+    original = type(scripted).__call__.__guard_original__  # the C function behind the guard's wrapper
+    return lambda scores, mask: original(scripted, scores, mask)
+
+
+def _exported():
+    class Softmax(nn.Module):
+        def forward(self, scores, mask):
+            return _wrapped(scores, mask)
+
+    return torch.export.export(Softmax(), (S, M)).module()
+
+
+HIDING = {
+    "torch.compile, compiled inside the block": (_compiled, "torch.compile"),
+    "torch.compile, compiled before the block": (_compiled_warm, "torch.compile"),
+    "torch.fx make_fx": (_fx_traced, "FX-generated code"),
+    "torch.fx.symbolic_trace": (_fx_symbolic, "FX-generated code"),
+    "torch.fx.Interpreter": (_fx_interpreter, r"torch\.fx\.Interpreter"),
+    "torch.jit.trace": (_jit_traced, "ScriptFunction"),
+    "torch.jit.script": (_jit_scripted, "ScriptFunction"),
+    "torch.jit.script of a module": (_jit_module, "ScriptMethod"),
+    "torch.jit.fork": (_jit_forked, "ScriptFunction"),
+    "TorchScript's original C entry point": (_jit_original_entry_point, "ScriptFunction.__call__"),
+    "torch.export": (_exported, "FX-generated code"),
+}
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
+@pytest.mark.parametrize("name", list(HIDING))
+def test_compiled_or_traced_code_is_refused_inside_a_block_only(name):
+    from torch._C._dynamo.eval_frame import get_eval_frame_callback
+
+    build, named = HIDING[name]
+    hidden = build()  # built outside the block, as an answer cell's top level would
+    with pytest.raises(ForbiddenCall, match=named) as refused:
+        with forbid(attention.masked_softmax):
+            hidden(S, M)
+    assert "hides what runs from this test" in str(refused.value)
+    assert sys.getprofile() is None and get_eval_frame_callback() is None
+    assert torch._C._len_torch_function_stack() == 0
+    assert torch.allclose(hidden(S, M), attention.masked_softmax(S, M))  # and it still runs outside a block
+
+
+def test_dynamo_switched_on_from_c_is_refused():
+    from torch._C._dynamo.eval_frame import get_eval_frame_callback, set_eval_frame
+
+    callback = torch._dynamo.optimize("eager").callback  # what torch.compile installs
+
+    with pytest.raises(ForbiddenCall, match="torch.compile"):
+        with forbid(attention.masked_softmax):
+            functools.partial(set_eval_frame, callback)()  # no c_call event: the next frame is refused
+            _honest(S)
+    assert get_eval_frame_callback() is None and sys.getprofile() is None
+
+
+def test_honest_torch_internals_pass_inside_a_block():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+    mha = nn.MultiheadAttention(4, 2, batch_first=True)
+    params = [*model.parameters(), *mha.parameters()]
+    optimizer = torch.optim.Adam(params, lr=1e-3)
+    x = torch.randn(2, 3, 4)
+    with forbid(attention.masked_softmax, attention.MultiHeadAttention, torch.Tensor.unfold):
+        for _ in range(2):
+            optimizer.zero_grad()
+            out, _weights = mha(model(x), x, x)
+            loss = F.scaled_dot_product_attention(out, x, x).pow(2).mean()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+        torch.optim.SGD(params, lr=0.1).step()
+        torch._dynamo.disable(_honest)(S)  # switches dynamo's frame evaluation off, as torch's own internals do
+    assert torch.isfinite(loss)
+    assert sys.getprofile() is None and torch._C._len_torch_function_stack() == 0
