@@ -6,11 +6,14 @@
 #   make exercises  regenerate exercises/ from solutions/        (instructors)
 #   make import SUBMISSIONS=folder UNIT=NN_name   folder/<student_id>.ipynb -> submitted/ (instructors)
 #   make autograde [UNIT=NN_name] [WORKERS=n]     grade submissions in the sandbox        (instructors)
+#        [SCHEDULER=tcp://host:8786|local]           ... on Dask workers (README: grading on several machines)
+#        [DB_URL=postgresql://user@host/db]          ... into a shared PostgreSQL gradebook (also for feedback, grades)
 #   make feedback [UNIT=NN_name]                  feedback/ without hidden tests          (instructors)
 #   make grades                                   grades.csv with review flags            (instructors)
 #   make lectures [LECTURES=lectures/NN_x.ipynb]  execute lectures in place for commit (authors)
 #   make bench [ISA=avx2|default|other]  time every lecture's "Run All"  (authors)
 #   make bench-grading  stock vs sandboxed autograding, seconds per submission   (authors)
+#   make bench-grading-distributed  submissions per second on 1, 2, 4 Dask workers vs the local pool (authors)
 #   make format     format and lint-fix the Python files with ruff (pyproject.toml)   (authors)
 
 PYTHON ?= python3
@@ -30,9 +33,9 @@ OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
 # for commit with the same setting, so nbval sees the same numbers.
 SUITE_ENV := $(OFFLINE) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-AUTOGRADE := $(OFFLINE) $(BIN)/python -m grader
+AUTOGRADE := $(OFFLINE) $(BIN)/python -m grader $(if $(DB_URL),--db-url '$(DB_URL)')
 
-.PHONY: setup sandbox-tools datasets-tools lab test lectures exercises import autograde feedback grades bench bench-grading format lint clean
+.PHONY: setup sandbox-tools postgres-tools datasets-tools lab test lectures exercises import autograde feedback grades bench bench-grading bench-grading-distributed format lint clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +67,11 @@ endef
 sandbox-tools:
 	$(call apt_need,command -v bwrap >/dev/null 2>&1,bubblewrap,the autograder's sandbox: without it grading refuses to run)
 
+# tests/grader/test_postgres_gradebook.py starts a throwaway PostgreSQL server (initdb, pg_ctl) for the
+# shared-gradebook tests; without it they skip. The grader itself needs no local server.
+postgres-tools:
+	$(call apt_need,ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1,postgresql,the PostgreSQL gradebook tests: without it they skip)
+
 # Unit 03 reads the King James Bible through the `bible` program of bible-kjv; without it, Python's documentation.
 # Unit 09 and benchmarks/vit read Fashion-MNIST from here; without it they fall back to scikit-learn's digits.
 datasets-tools:
@@ -73,9 +81,9 @@ datasets-tools:
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) README.md
 
-# Where sandbox-tools and datasets-tools can install what they need (Linux, as root: CI), the attack
-# catalog and the lectures executed on Fashion-MNIST must run, not skip.
-REQUIRE := $(if $(and $(filter Linux,$(shell uname -s)),$(filter 0,$(shell id -u))),COURSE_REQUIRE_SANDBOX=1 COURSE_REQUIRE_DATA=1)
+# Where sandbox-tools, postgres-tools and datasets-tools can install what they need (Linux, as root: CI),
+# the attack catalog, the PostgreSQL gradebook tests and the lectures executed on Fashion-MNIST must run, not skip.
+REQUIRE := $(if $(and $(filter Linux,$(shell uname -s)),$(filter 0,$(shell id -u))),COURSE_REQUIRE_SANDBOX=1 COURSE_REQUIRE_DATA=1 COURSE_REQUIRE_POSTGRES=1)
 
 NBVAL := --nbval --nbval-sanitize-with tests/sanitize.cfg
 
@@ -93,7 +101,7 @@ format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: setup sandbox-tools datasets-tools lint
+test: setup sandbox-tools postgres-tools datasets-tools lint
 	$(SUITE_ENV) $(REQUIRE) $(BIN)/python -m pytest -n 2 --dist loadscope $(NBVAL) lectures tests
 	@isa=$$($(BIN)/python tests/isa_env.py other); rc=$$?; \
 	if [ $$rc = 3 ]; then \
@@ -131,7 +139,7 @@ import: setup
 
 # AUTOGRADE_FLAGS passes more options, e.g. "--cell-timeout 300" or "--unsafe-no-sandbox".
 autograde: setup sandbox-tools
-	$(AUTOGRADE) autograde $(UNIT) $(if $(WORKERS),--workers $(WORKERS)) $(AUTOGRADE_FLAGS)
+	$(AUTOGRADE) autograde $(UNIT) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(AUTOGRADE_FLAGS)
 
 feedback: setup
 	$(AUTOGRADE) feedback $(or $(UNIT),$(UNITS))
@@ -144,6 +152,9 @@ bench: setup
 
 bench-grading: setup sandbox-tools
 	$(OFFLINE) $(BIN)/python -m benchmarks.grading
+
+bench-grading-distributed: setup sandbox-tools
+	$(OFFLINE) $(BIN)/python -m benchmarks.grading_distributed
 
 clean:
 	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv

@@ -10,6 +10,10 @@ c.CourseDirectory.root = os.getcwd()  # nbgrader reads this file from the curren
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.log", "data"]
+# The gradebook: by default gradebook.db (SQLite) in the course root. A class graded from several
+# machines shares a PostgreSQL database instead (README: "A shared gradebook on PostgreSQL"); set it
+# here for every command, the formgrader included, or per command with `make ... DB_URL=...`:
+# c.CourseDirectory.db_url = "postgresql://grader@db.example.org:5432/seqmodels"
 
 # Lectures of later units train small models inside test cells; nbgrader's default of
 # 30 s per cell is far too tight for a 2-core laptop.

@@ -4,4 +4,5 @@ import sys
 
 from grader.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a Dask worker process started by `--scheduler local` imports it
+    sys.exit(main())

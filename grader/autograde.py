@@ -8,6 +8,8 @@ written answers are kept for the formgrader). It runs in ``grader.sandbox``; the
 decided here from the runner's verified records, the review flags come from ``grader.review``
 (the course library is indexed once per run), and this process alone writes ``autograded/`` and
 the gradebook, so stock ``nbgrader formgrader``, ``generate_feedback`` and ``export`` keep working.
+The runs go to a pool of threads on this machine, or, given a Dask scheduler, to Dask workers
+(``grader.distributed``); the gradebook is nbgrader's ``db_url`` (``grader.gradebook``).
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import as_completed as _as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.gradebook import check_db_url, sqlite_path
 from grader.plan import Part, autograded_notebook, hidden_lines, plan, score, splice
 from grader.review import LibraryIndex, library_index, review_flags
 from grader.sandbox import UNSAFE_FLAG, Limits, SandboxUnavailable, sandbox_problem
@@ -46,8 +50,12 @@ class Graded:
     flags: list[str] = field(default_factory=list)
 
 
-def load_course(course: Path):
-    """nbgrader's ``CourseDirectory`` for ``course``, configured by its ``nbgrader_config.py``."""
+def load_course(course: Path, db_url: str | None = None):
+    """nbgrader's ``CourseDirectory`` for ``course``, configured by its ``nbgrader_config.py``.
+
+    ``db_url`` overrides the gradebook the configuration names (``c.CourseDirectory.db_url``; nbgrader's
+    default: ``gradebook.db`` in the course root). A URL the course cannot use raises ``ValueError``.
+    """
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
 
@@ -57,6 +65,9 @@ def load_course(course: Path):
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     coursedir = CourseDirectory(config=config)
     coursedir.root = str(course.resolve())
+    if db_url:
+        coursedir.db_url = db_url
+    coursedir.db_url = check_db_url(coursedir.db_url)
     return coursedir
 
 
@@ -181,6 +192,54 @@ def _data_files(coursedir, source_dir: Path) -> list[Path]:
     return [Path(p) for p in find_all_files(str(source_dir), coursedir.ignore + ["*.ipynb"])]
 
 
+class LocalPool:
+    """The default pool: ``workers`` threads on this machine, each driving one sandbox at a time."""
+
+    def __init__(self, workers: int, *, sandbox: bool, forbidden: list[str], bwrap: str | None, library) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers)
+        self._sandbox, self._forbidden, self._bwrap, self._library = sandbox, forbidden, bwrap, library
+
+    def submit(self, student, name, parts, release_nb, submitted, limits, files_dir, key="grade"):
+        """A future of ``grade_notebook`` for one student's notebook (``key`` is for Dask's pool only)."""
+        return self._pool.submit(
+            grade_notebook,
+            student,
+            name,
+            parts,
+            release_nb,
+            submitted,
+            limits,
+            files_dir,
+            self._sandbox,
+            self._forbidden,
+            self._bwrap,
+            self._library,
+        )
+
+    @staticmethod
+    def as_completed(futures):
+        """The futures in the order they finish."""
+        return _as_completed(futures)
+
+    def close(self) -> None:
+        """Wait for the running notebooks, then stop the threads."""
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> LocalPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _refuse(problem: str, where: str = "") -> SandboxUnavailable:
+    return SandboxUnavailable(
+        f"cannot create the grading sandbox{where}: {problem}. Refusing to run untrusted student code with "
+        f"your rights. Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or grade inside a "
+        f"throwaway VM with {UNSAFE_FLAG}."
+    )
+
+
 def autograde(
     course: Path,
     units: list[str] | None = None,
@@ -191,34 +250,55 @@ def autograde(
     sandbox: bool = True,
     force: bool = True,
     bwrap: str | None = None,
+    db_url: str | None = None,
+    scheduler: str | None = None,
     log=print,
 ) -> list[Graded]:
     """Grade every submission of ``units`` (default: all with submissions) in parallel; return results.
 
-    Raises ``SandboxUnavailable`` when ``sandbox`` is on and no sandbox can be created.
+    ``db_url`` overrides the configured gradebook (see ``load_course``). ``scheduler`` hands the
+    notebooks to Dask workers (``grader.distributed``: ``tcp://host:port``, or ``local`` for a local
+    cluster of ``workers`` processes) instead of this machine's threads. Raises ``ValueError`` for a
+    malformed ``db_url`` or ``scheduler``, and ``SandboxUnavailable`` when ``sandbox`` is on and no
+    sandbox can be created (here, or on any Dask worker).
     """
     from nbgrader.api import Gradebook
 
-    coursedir = load_course(course)
+    coursedir = load_course(course, db_url)
     limits = limits or Limits()
-    forbidden = [coursedir.root, coursedir.db_url.replace("sqlite:///", "")]
-    if sandbox:
+    forbidden = [coursedir.root] + [p for p in [sqlite_path(coursedir.db_url)] if p]
+    if scheduler is not None:
+        from grader.distributed import check_scheduler
+
+        check_scheduler(scheduler)
+    elif sandbox:
         problem = sandbox_problem(forbidden, bwrap)
         if problem:
-            raise SandboxUnavailable(
-                f"cannot create the grading sandbox: {problem}. Refusing to run untrusted student code with "
-                f"your rights. Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or grade inside a "
-                f"throwaway VM with {UNSAFE_FLAG}."
-            )
+            raise _refuse(problem)
     source_root = Path(coursedir.format_path(coursedir.source_directory, ".", ".")).resolve()
     units = units or sorted(p.name for p in source_root.iterdir() if p.is_dir() and _submissions(coursedir, p.name))
     if not workers:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    library = library_index()  # read once per run (and cached): every review compares with it
+    if scheduler is None:
+        library = library_index()  # read once per run (and cached): every review compares with it
+        pool = LocalPool(workers, sandbox=sandbox, forbidden=forbidden, bwrap=bwrap, library=library)
+    else:
+        from grader.distributed import DaskPool
+
+        pool = DaskPool(scheduler, workers, sandbox=sandbox, forbidden=forbidden, bwrap=bwrap)
+        try:
+            problems = {w: p for w, p in pool.check_workers().items() if p}
+        except BaseException:
+            pool.close()
+            raise
+        if problems:
+            pool.close()
+            worker, problem = next(iter(problems.items()))
+            raise _refuse(problem, f" on Dask worker {worker}")
     jobs: dict = {}
     results: list[Graded] = []
     failures: list[str] = []
-    with ThreadPoolExecutor(max_workers=workers) as pool, tempfile.TemporaryDirectory(prefix="grade-data-") as staging:
+    with pool, tempfile.TemporaryDirectory(prefix="grade-data-") as staging:
         for unit in units:
             _ensure_gradebook(coursedir, unit, course)
             release_dir = Path(coursedir.format_path(coursedir.release_directory, ".", unit))
@@ -237,7 +317,6 @@ def autograde(
                     continue
                 for name in names:
                     future = pool.submit(
-                        grade_notebook,
                         student,
                         name,
                         parts[name],
@@ -245,18 +324,20 @@ def autograde(
                         _read(student_dir / f"{name}.ipynb"),
                         limits,
                         files_dir,
-                        sandbox,
-                        forbidden,
-                        bwrap,
-                        library,
+                        key=f"grade-{unit}-{student}-{name}",
                     )
                     jobs[future] = (unit, student, release, hidden, len(names))
         done: dict[tuple, list[Graded]] = {}
         gb = Gradebook(coursedir.db_url, coursedir.course_id)  # one connection for every save
-        for future in as_completed(jobs):
+        for future in pool.as_completed(jobs):
             unit, student, release, hidden, count = jobs[future]
             batch = done.setdefault((unit, student), [])
-            batch.append(future.result())
+            try:
+                batch.append(future.result())
+            except Exception as exc:  # noqa: BLE001 - e.g. a task that killed every Dask worker it ran on
+                failures.append(f"{unit}/{student}: not graded: {exc!r}")
+                log(f"{unit:20} {student:20} NOT GRADED: {exc!r}")
+                continue
             if len(batch) < count:
                 continue
             try:
@@ -275,7 +356,7 @@ def autograde(
             results += batch
         gb.close()
     if failures:
-        raise RuntimeError("could not save some grades:\n" + "\n".join(failures))
+        raise RuntimeError("could not grade or save some submissions:\n" + "\n".join(failures))
     return results
 
 
@@ -321,11 +402,16 @@ def _ensure_gradebook(coursedir, unit: str, course: Path) -> None:
             return
         except MissingEntry:
             pass
-    nbgrader_command(course, "generate_assignment", unit, "--force")
+    nbgrader_command(course, "generate_assignment", unit, "--force", db_url=coursedir.db_url)
 
 
-def nbgrader_command(course: Path, *args: str) -> None:
-    """Run ``nbgrader ARGS`` in ``course`` with this environment's tools; raise with its output if it fails."""
+def nbgrader_command(course: Path, *args: str, db_url: str | None = None) -> None:
+    """Run ``nbgrader ARGS`` in ``course`` with this environment's tools; raise with its output if it fails.
+
+    ``db_url``, when given, is the gradebook nbgrader uses, whatever ``nbgrader_config.py`` says.
+    """
+    if db_url:
+        args = (*args, f"--CourseDirectory.db_url={db_url}")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     done = subprocess.run(
         [sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"],

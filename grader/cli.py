@@ -5,6 +5,10 @@
     python -m grader feedback [UNIT ...]    # nbgrader generate_feedback, then a leak check
     python -m grader export [--to FILE]     # nbgrader export plus a review_flags column
 
+``--db-url URL`` (before the command) names the gradebook, e.g. a shared PostgreSQL database
+(``grader.gradebook``); ``autograde --scheduler tcp://HOST:8786`` grades on Dask workers
+(``grader.distributed``; ``--scheduler local`` starts a local cluster of ``--workers`` processes).
+
 They work on nbgrader's own folders and gradebook, so the formgrader and stock ``nbgrader
 generate_feedback`` / ``export`` keep working next to them.
 """
@@ -26,6 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.autograde import LOG_NAME, STUDENT_ID, autograde, load_course, nbgrader_command, trusted_notebook
+from grader.distributed import check_scheduler
+from grader.gradebook import check_db_url
 from grader.plan import cell_text, cells, hidden_lines, nbgrader_meta
 from grader.sandbox import UNSAFE_FLAG, Limits, SandboxUnavailable
 
@@ -50,18 +56,19 @@ def import_submissions(course: Path, unit: str, folder: Path) -> list[str]:
     return imported
 
 
-def feedback(course: Path, units: list[str]) -> list[str]:
+def feedback(course: Path, units: list[str], db_url: str | None = None) -> list[str]:
     """Run ``nbgrader generate_feedback`` per unit; delete (and return) any page quoting hidden tests.
 
     A hidden-test line counts as quoted unless the release or the student's own answers contain it.
+    ``db_url`` overrides the configured gradebook.
     """
-    coursedir = load_course(course)
+    coursedir = load_course(course, db_url)
     leaked = []
     for unit in units:
         if not glob.glob(coursedir.format_path(coursedir.autograded_directory, "*", unit)):
             print(f"{unit}: nothing autograded yet, no feedback")
             continue
-        nbgrader_command(course, "generate_feedback", unit, "--force")
+        nbgrader_command(course, "generate_feedback", unit, "--force", db_url=coursedir.db_url)
         source = Path(coursedir.format_path(coursedir.source_directory, ".", unit))
         release = Path(coursedir.format_path(coursedir.release_directory, ".", unit))
         hidden = {
@@ -87,10 +94,13 @@ def feedback(course: Path, units: list[str]) -> list[str]:
     return leaked
 
 
-def export(course: Path, to: Path) -> Path:
-    """``nbgrader export`` to ``to``, plus a ``review_flags`` column from the autograde logs."""
-    coursedir = load_course(course)
-    nbgrader_command(course, "export", "--to", str(to))
+def export(course: Path, to: Path, db_url: str | None = None) -> Path:
+    """``nbgrader export`` to ``to``, plus a ``review_flags`` column from the autograde logs.
+
+    ``db_url`` overrides the configured gradebook.
+    """
+    coursedir = load_course(course, db_url)
+    nbgrader_command(course, "export", "--to", str(to), db_url=coursedir.db_url)
     rows = list(csv.DictReader(to.open(newline="")))
     for row in rows:
         log = (
@@ -110,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the command line (``--help`` lists the options), run the command; return the exit status."""
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.split("\n\n")[0])
     parser.add_argument("--course", type=Path, default=Path.cwd(), help="course root (default: here)")
+    parser.add_argument(
+        "--db-url",
+        help="the gradebook, e.g. postgresql://USER@HOST/DB (default: nbgrader_config.py's, else gradebook.db)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import", help="copy FOLDER/<student_id>.ipynb into submitted/")
     imp.add_argument("unit")
@@ -122,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     ag.add_argument("--timeout", type=float, default=1800.0, help="seconds per submission")
     ag.add_argument("--memory-mb", type=int, default=8192, help="address space per process")
     ag.add_argument("--no-force", action="store_true", help="skip submissions already autograded")
+    ag.add_argument(
+        "--scheduler",
+        help="grade on Dask workers: a scheduler's address (tcp://HOST:8786) or 'local' (--workers processes here)",
+    )
     ag.add_argument(
         UNSAFE_FLAG,
         dest="unsafe",
@@ -136,6 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     course = args.course.resolve()
     warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
+    try:  # bad addresses are the user's to fix: one line, no stack trace
+        if args.db_url is not None:
+            check_db_url(args.db_url)
+        if getattr(args, "scheduler", None) is not None:
+            check_scheduler(args.scheduler)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.command == "import":
         print(f"imported {len(import_submissions(course, args.unit, args.folder))} submissions of {args.unit}")
     elif args.command == "autograde":
@@ -151,18 +177,20 @@ def main(argv: list[str] | None = None) -> int:
                 sandbox=not args.unsafe,
                 force=not args.no_force,
                 bwrap=args.bwrap,
+                db_url=args.db_url,
+                scheduler=args.scheduler,
             )
-        except SandboxUnavailable as exc:
+        except (SandboxUnavailable, ConnectionError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(f"graded {len(graded)} notebooks in {time.monotonic() - started:.1f} s")
     elif args.command == "feedback":
-        leaked = feedback(course, args.units)
+        leaked = feedback(course, args.units, args.db_url)
         for page in leaked:
             print(f"error: removed {page}: it quoted hidden test code", file=sys.stderr)
         return 1 if leaked else 0
     else:
-        print(f"wrote {export(course, args.to.resolve() if not args.to.is_absolute() else args.to)}")
+        print(f"wrote {export(course, args.to.resolve() if not args.to.is_absolute() else args.to, args.db_url)}")
     return 0
 
 
