@@ -80,10 +80,14 @@ if not (COURSE / "nbgrader_config.py").is_file():
     raise ValueError(f"COURSE_HUB_COURSE={COURSE} is not a course directory: it has no nbgrader_config.py")
 STATE = Path(os.environ.get("COURSE_HUB_STATE", HERE / "state")).resolve()
 EXCHANGE = STATE / "exchange"
+IP = os.environ.get("COURSE_HUB_IP", "127.0.0.1")
+PORT, API_PORT, PROXY_API_PORT = (
+    port(name, default)
+    for name, default in (("COURSE_HUB_PORT", 8000), ("COURSE_HUB_API_PORT", 8081), ("COURSE_HUB_PROXY_API_PORT", 8001))
+)
 PROXY = HERE / "node_modules" / ".bin" / "configurable-http-proxy"
 if not PROXY.exists():
     raise ValueError(f"{PROXY} is missing: run `make hub` (or `npm ci --prefix classroom`) to install the proxy")
-IP = os.environ.get("COURSE_HUB_IP", "127.0.0.1")
 
 # Created before any server starts; open to every user, as nbgrader's exchange must be (nbgrader
 # keeps each student's submissions apart by their names inside it).
@@ -126,9 +130,9 @@ def set_notebook_dir(spawner: CourseSpawner) -> None:
     spawner.notebook_dir = str(COURSE) if spawner.role == "instructor" else spawner.home_dir
 
 
-c.JupyterHub.bind_url = f"http://{IP}:{port('COURSE_HUB_PORT', 8000)}"
-c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{port('COURSE_HUB_API_PORT', 8081)}"
-c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{port('COURSE_HUB_PROXY_API_PORT', 8001)}"
+c.JupyterHub.bind_url = f"http://{IP}:{PORT}"
+c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{API_PORT}"
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{PROXY_API_PORT}"
 c.ConfigurableHTTPProxy.command = [str(PROXY)]
 c.ConfigurableHTTPProxy.pid_file = str(STATE / "proxy.pid")
 c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
