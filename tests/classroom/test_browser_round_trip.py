@@ -171,6 +171,9 @@ def grade_by_hand(page, hub: Hub, course: Path, submission_id: str, student: str
     """Give the written answer its points and a comment in the formgrader; return once the gradebook has
     both (the page saves each field when it loses focus; leaving the page earlier would drop the save)."""
     page.goto(f"{hub.url}/user/{INSTRUCTOR}/formgrader/submissions/{submission_id}")
+    # The page binds its fields to the grades and comments it fetches after loading: typed earlier, a value
+    # is overwritten by the fetched (empty) one, or changes before anything listens.
+    page.wait_for_function("() => window.formgrader && formgrader.grades.loaded && formgrader.comments.loaded")
     comment = page.locator(f"textarea#{WRITTEN}-comment")
     comment.fill(COMMENT.format(student=student))
     comment.press("Tab")
@@ -236,13 +239,28 @@ def classroom(tmp_path_factory):
                 formgrader_action(teacher, hub, "glyphicon-envelope")  # release the feedback
                 for student in STUDENTS:
                     student_reads_feedback(pages[student], student, seen[student])
+            except Exception:
+                snapshots(browser, hub.state)
+                raise
             finally:
                 browser.close()
     except Exception as exc:
-        raise AssertionError(f"{exc}\n--- end of the hub's log ---\n{hub.log_tail()}") from exc
+        raise AssertionError(
+            f"{exc}\n(screenshots of every page: {hub.state}/failure-*.png)\n"
+            f"--- end of the hub's log ---\n{hub.log_tail()}"
+        ) from exc
     finally:
         hub.stop()
     return seen, scores(course), {student: hidden(student) for student in STUDENTS}
+
+
+def snapshots(browser, folder: Path) -> None:
+    """A screenshot of every open page into ``folder`` (failure-N.png), for whoever reads a failure."""
+    for number, page in enumerate(p for context in browser.contexts for p in context.pages):
+        try:
+            page.screenshot(path=str(folder / f"failure-{number}.png"), timeout=10_000)
+        except Exception as exc:  # a page that cannot be drawn must not hide the failure itself
+            print(f"no screenshot of {page.url}: {exc}")
 
 
 def hidden(student: str) -> list[str]:
