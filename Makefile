@@ -2,6 +2,7 @@
 # missing or older than pyproject.toml or constraints.txt, so a fresh clone needs nothing installed by hand
 # beyond Python 3.10+ and make.
 #   make lab        set up, then open the course in JupyterLab   (students)
+#   make hub HUB_PASSWORD=...  the course on JupyterHub at http://127.0.0.1:8000 (README, "Running a class")
 #   make test       set up, then run the whole test suite        (CI)
 #   make exercises  regenerate exercises/ from solutions/        (instructors)
 #   make import SUBMISSIONS=folder UNIT=NN_name   folder/<student_id>.ipynb -> submitted/ (instructors)
@@ -35,7 +36,7 @@ SUITE_ENV := $(OFFLINE) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 AUTOGRADE := $(OFFLINE) $(BIN)/python -m grader $(if $(DB_URL),--db-url '$(DB_URL)')
 
-.PHONY: setup sandbox-tools postgres-tools datasets-tools lab test lectures exercises import autograde feedback grades bench bench-grading bench-grading-distributed format lint clean
+.PHONY: setup sandbox-tools postgres-tools datasets-tools browser-tools classroom-proxy hub lab test lectures exercises import autograde feedback grades bench bench-grading bench-grading-distributed format lint clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -78,12 +79,37 @@ datasets-tools:
 	$(call apt_need,command -v bible >/dev/null 2>&1,bible-kjv,the King James text for unit 03: without it unit 03 uses the Python documentation)
 	$(call apt_need,test -d /usr/share/datasets/fashion-mnist,dataset-fashion-mnist,Fashion-MNIST for unit 09: without it unit 09 uses the 8x8 digits)
 
+# JupyterHub's proxy (configurable-http-proxy, a Node.js program) goes into classroom/node_modules/ at the
+# versions of classroom/package-lock.json. Without npm only a note: the hub cannot start, its tests skip.
+PROXY := classroom/node_modules/.bin/configurable-http-proxy
+$(PROXY): classroom/package.json classroom/package-lock.json
+	$(call apt_need,command -v npm >/dev/null 2>&1,npm,Node.js and npm for JupyterHub's proxy)
+	@if command -v npm >/dev/null 2>&1; then \
+	    npm ci --prefix classroom --no-audit --no-fund --loglevel=error && touch $(PROXY) \
+	        || echo "warning: npm ci failed: no configurable-http-proxy, so no JupyterHub and no browser tests"; \
+	else \
+	    echo "note: npm is missing: no configurable-http-proxy, so no JupyterHub (make hub) and no browser tests"; \
+	fi
+
+classroom-proxy: $(PROXY)
+
+# The browser of the classroom's round trip (tests/classroom/): Debian's Chromium, driven by Playwright.
+browser-tools: classroom-proxy
+	$(call apt_need,command -v chromium >/dev/null 2>&1,chromium,the browser that tests/classroom/ drives)
+
+# The course on JupyterHub, on 127.0.0.1 only; every user logs in with HUB_PASSWORD. Users, ports and
+# folders come from COURSE_HUB_* variables (classroom/jupyterhub_config.py).
+hub: setup classroom-proxy
+	@test -n "$(HUB_PASSWORD)" || { echo "usage: make hub HUB_PASSWORD=password  (8 characters or more)"; exit 2; }
+	@COURSE_HUB_PASSWORD='$(HUB_PASSWORD)' $(BIN)/jupyterhub -f classroom/jupyterhub_config.py
+
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) README.md
 
-# Where sandbox-tools, postgres-tools and datasets-tools can install what they need (Linux, as root: CI),
-# the attack catalog, the PostgreSQL gradebook tests and the lectures executed on Fashion-MNIST must run, not skip.
-REQUIRE := $(if $(and $(filter Linux,$(shell uname -s)),$(filter 0,$(shell id -u))),COURSE_REQUIRE_SANDBOX=1 COURSE_REQUIRE_DATA=1 COURSE_REQUIRE_POSTGRES=1)
+# Where sandbox-tools, postgres-tools, datasets-tools and browser-tools can install what they need (Linux,
+# as root: CI), the attack catalog, the PostgreSQL gradebook tests, the lectures executed on their data and
+# the classroom's browser round trip must run, not skip.
+REQUIRE := $(if $(and $(filter Linux,$(shell uname -s)),$(filter 0,$(shell id -u))),COURSE_REQUIRE_SANDBOX=1 COURSE_REQUIRE_DATA=1 COURSE_REQUIRE_POSTGRES=1 COURSE_REQUIRE_BROWSER=1)
 
 NBVAL := --nbval --nbval-sanitize-with tests/sanitize.cfg
 
@@ -101,7 +127,7 @@ format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: setup sandbox-tools postgres-tools datasets-tools lint
+test: setup sandbox-tools postgres-tools datasets-tools browser-tools lint
 	$(SUITE_ENV) $(REQUIRE) $(BIN)/python -m pytest -n 2 --dist loadscope $(NBVAL) lectures tests
 	@isa=$$($(BIN)/python tests/isa_env.py other); rc=$$?; \
 	if [ $$rc = 3 ]; then \
@@ -157,4 +183,4 @@ bench-grading-distributed: setup sandbox-tools
 	$(OFFLINE) $(BIN)/python -m benchmarks.grading_distributed
 
 clean:
-	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv
+	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv classroom/node_modules classroom/state

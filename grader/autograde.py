@@ -129,6 +129,11 @@ def _save(
         (dest / path.relative_to(source_dir)).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, dest / path.relative_to(source_dir))
     submitted = Path(coursedir.format_path(coursedir.submitted_directory, student, unit))
+    # As stock autograde: generate_feedback copies these on to feedback/, where release_feedback reads them
+    # (the submission time, and the secret that only the submitter's fetch_feedback can match).
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        if (submitted / name).is_file():
+            shutil.copy(submitted / name, dest / name)
     timestamp = coursedir.get_existing_timestamp(str(submitted))
     warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
     gb.update_or_create_student(student)

@@ -104,6 +104,9 @@ def test_import_uses_the_lms_file_names(course):
         students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{unit}"))
         assert students == ["alice", "bob"] + (["carol"] if unit == UNITS[0] else []), f"{unit}: imported {students}"
         assert (course / "submitted" / "alice" / unit / "timestamp.txt").exists()
+        # nbgrader's release_feedback reads the submission time from feedback/, where generate_feedback
+        # copies it from autograded/
+        assert (course / "feedback" / "alice" / unit / "timestamp.txt").exists(), f"{unit}: no timestamp in feedback"
 
 
 @pytest.mark.parametrize("unit", UNITS)

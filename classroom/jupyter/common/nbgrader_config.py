@@ -1,0 +1,10 @@
+"""nbgrader settings every user of the hub shares (classroom/jupyterhub_config.py puts this folder on
+JUPYTER_CONFIG_PATH): the course and nbgrader's exchange, where instructors release and collect and
+students fetch and submit. The hub sets COURSE_EXCHANGE for every server it starts."""
+
+import os
+
+c = get_config()  # noqa: F821  (injected by nbgrader)
+
+c.CourseDirectory.course_id = "seqmodels"  # as in the course's own nbgrader_config.py
+c.Exchange.root = os.environ["COURSE_EXCHANGE"]
