@@ -14,9 +14,9 @@ non-overlapping windows of the model's context length. Both recipes use the cour
   (lr 1e-3, betas 0.9/0.99, weight decay 0.1), gradient clipping at 1, 100 warm-up steps, then
   cosine decay to 1e-4 over the run.
 - ``course``    what units 07-08 teach, tuned on this budget (see ``RECIPES``): the same model and
-  batch with RMSNorm, SwiGLU and rotary positions, peak lr 3e-3 with 50 warm-up steps; bf16
-  autocast only where the CPU computes bf16 natively (``course_utils.device.native_bf16``:
-  AVX512-BF16 or AMX), since elsewhere it is emulated and costs far more than it saves.
+  batch with RMSNorm, SwiGLU and rotary positions, peak lr 3e-3 with 50 warm-up steps, in fp32
+  (bf16 autocast is emulated on most CPUs, and even CPUs that compute it natively were not
+  reliably faster at this width: see ``RECIPES``).
 
 The cosine decay is driven by elapsed time, not by a step count, so it ends exactly when the budget
 does. ``--clock cpu`` counts the process's CPU seconds instead of wall seconds: the same comparison
@@ -59,14 +59,15 @@ MODERN = dict(norm="rms", ffn="swiglu", position="rope")
 # a 3x higher peak learning rate, which the small model takes with warm-up and clipping; RMSNorm,
 # SwiGLU and rotary positions (units 07-08); nanoGPT's context 64 and batch 12, since in a short
 # budget more updates beat bigger ones (context 128 and batch 16 lost by 0.14 nats/char on an AVX2
-# CPU); bf16 autocast only where the CPU has native bf16 (about 20% more characters per second on an
-# AVX-512 BF16 EPYC; emulated on an AVX2 CPU, it ran ~16x slower than fp32). The two intermediate recipes
-# let `--steps` separate the optimiser from the architecture.
+# CPU); fp32. bf16 autocast pays only on some CPUs even where they compute it natively: about 20% more
+# characters per second on an AVX-512 BF16 EPYC, 25% fewer on an AVX-512 BF16 Xeon (150 steps, one
+# thread), and emulated on an AVX2 CPU it ran ~16x slower, so the recipe does not depend on which CPU
+# runs it. The two intermediate recipes let `--steps` separate the optimiser from the architecture.
 RECIPES = {
     "baseline": Recipe(model=NANOGPT_CPU),
     "baseline-lr3e-3": Recipe(model=NANOGPT_CPU, lr=3e-3, min_lr=3e-4),
     "modern-lr3e-3": Recipe(model=dict(NANOGPT_CPU, **MODERN), lr=3e-3, min_lr=3e-4),
-    "course": Recipe(model=dict(NANOGPT_CPU, **MODERN), lr=3e-3, min_lr=3e-4, warmup_steps=50, bf16="auto"),
+    "course": Recipe(model=dict(NANOGPT_CPU, **MODERN), lr=3e-3, min_lr=3e-4, warmup_steps=50),
     # The course recipe until the issue-16 measurements: tuned for an AVX-512 BF16 CPU, where context 128
     # and batch 16 in bf16 used the cores well; in fp32 on an AVX2 CPU it takes a third of the steps.
     "course-ctx128": Recipe(
