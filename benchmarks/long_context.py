@@ -17,14 +17,15 @@ One layer's token mixing for ``B`` sequences of ``T`` tokens, ``H`` heads of wid
 
 Two measurements per length ``T``:
 
-1. **forward**: one causal pass over ``T`` tokens (the median of ``--repeats`` runs), and its peak memory
-   beyond the inputs. On CUDA the peak is ``torch.cuda.max_memory_allocated``. On a CPU there is no
-   allocator counter, so the peak is the process's resident-set high-water mark (``VmHWM``), reset before
-   each pass through ``/proc/self/clear_refs``; glibc is first told (``mallopt``) to serve every block of
-   64 KiB or more by ``mmap``, so that freed tensors leave the resident set and new ones enter it. These
-   memory passes run after all timings, in a fresh process per method (the setting slows small
-   allocations, and memory freed earlier in a process would be reused without showing), each after one
-   unmeasured warm-up pass; a 64 MiB tensor checks the method in each process (printed).
+1. **forward**: one causal pass over ``T`` tokens (the fastest of ``--repeats`` runs: the one least slowed
+   by other work on the machine), and its peak memory beyond the inputs. On CUDA the peak is
+   ``torch.cuda.max_memory_allocated``. On a CPU there is no allocator counter, so the peak is the process's
+   resident-set high-water mark (``VmHWM``), reset before each pass through ``/proc/self/clear_refs``; glibc
+   is first told (``mallopt``) to serve every block of 64 KiB or more by ``mmap``, so that freed tensors
+   leave the resident set and new ones enter it. These memory passes run after all timings, in a fresh
+   process per method (the setting slows small allocations, and memory freed earlier in a process would be
+   reused without showing), each after one unmeasured warm-up pass; a 64 MiB tensor checks the method in
+   each process (printed).
 2. **per generated token**: the time to mix one new token into a context of ``T`` tokens, and the memory held
    between tokens: the key-value cache ``2 B H T d_head`` numbers for the softmax methods, the fixed state
    (``S`` and ``z`` per head; the scan's ``h (B, D, N)``) for the recurrent ones. These sizes are computed
@@ -44,7 +45,6 @@ import ctypes
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -175,7 +175,7 @@ def token_fn(method: str, seq_len: int, args, device) -> tuple[Callable[[], obje
 
 
 def timed(fn: Callable[[], object], device, repeats: int, min_seconds: float = 0.0) -> float:
-    """Median seconds of ``repeats`` calls (each call repeated until ``min_seconds`` have passed)."""
+    """Fewest seconds per call over ``repeats`` runs (each call repeated until ``min_seconds`` have passed)."""
 
     def sync():
         if device.type == "cuda":
@@ -192,7 +192,7 @@ def timed(fn: Callable[[], object], device, repeats: int, min_seconds: float = 0
             if elapsed >= min_seconds:
                 break
         times.append(elapsed / count)
-    return statistics.median(times)
+    return min(times)
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
@@ -290,7 +290,7 @@ def run(args) -> None:
     print(
         f"sizes: batch {args.batch}, heads {args.heads}, d_head {args.d_head} (scan: D = {args.heads * args.d_head}, "
         f"N = {STATE_N}), float32, T = {lengths[0]} .. {lengths[-1]}; cap: {args.budget:g} s per pass, "
-        f"{args.max_memory:g} GiB per pass"
+        f"{args.max_memory:g} GiB per pass; times: the fastest of {args.repeats} runs"
     )
     fwd_time: dict[str, dict[int, float]] = {m: {} for m in args.methods}
     tok_time: dict[str, dict[int, float]] = {m: {} for m in args.methods}
@@ -355,11 +355,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--d-head", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per case; the median is printed")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per case; the fastest is printed")
     parser.add_argument(
         "--budget", type=float, default=None, help="seconds per pass before a method stops (CPU 2, CUDA 10)"
     )
-    parser.add_argument("--max-memory", type=float, default=4.0, help="GiB per pass before naive attention stops")
+    parser.add_argument(
+        "--max-memory",
+        type=float,
+        default=None,
+        help="GiB per pass before naive attention stops (CPU 4, CUDA half the GPU)",
+    )
     parser.add_argument("--fit-from", type=int, default=1024, help="smallest T in the exponent fit")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="default: all")
     parser.add_argument("--memory-child", choices=METHODS, help=argparse.SUPPRESS)  # internal: see measure_memory
@@ -371,8 +376,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.min_len < 1 or args.max_len < args.min_len:
         parser.error("need 1 <= --min-len <= --max-len")
+    cuda = args.device != "cpu" and torch.cuda.is_available()
     if args.budget is None:
-        args.budget = 10.0 if (args.device != "cpu" and torch.cuda.is_available()) else 2.0
+        args.budget = 10.0 if cuda else 2.0
+    if args.max_memory is None:
+        args.max_memory = torch.cuda.get_device_properties(0).total_memory / 2**31 if cuda else 4.0
     with torch.no_grad():
         run(args)
 

@@ -264,7 +264,8 @@ def lsh_buckets(x: torch.Tensor, n_buckets: int, generator: torch.Generator | No
         raise ValueError(f"x must be a 4-D floating tensor (B, H, T, d), got {getattr(x, 'shape', x)!r}")
     if not isinstance(n_buckets, int) or n_buckets < 2 or n_buckets % 2:
         raise ValueError(f"n_buckets must be an even int >= 2, got {n_buckets!r}")
-    rotation = torch.randn(x.shape[-1], n_buckets // 2, generator=generator, dtype=x.dtype)  # (d, n/2)
+    where = generator.device if generator is not None else "cpu"
+    rotation = torch.randn(x.shape[-1], n_buckets // 2, generator=generator, dtype=x.dtype, device=where)  # (d, n/2)
     projected = x @ rotation.to(x.device)  # (B, H, T, n/2)
     return torch.cat([projected, -projected], dim=-1).argmax(dim=-1)  # (B, H, T)
 
