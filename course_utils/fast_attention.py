@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from .attention import masked_softmax
 from .decoding import sample_next
+from .gpt import apply_rope
 
 
 def check_qkv(q: object, k: object, v: object, same_length: bool = True) -> None:
@@ -150,8 +151,6 @@ def _cached_attention(attn, x: torch.Tensor, cache: KVCache, layer: int, rope, b
     q, k, v = attn.qkv(x).split(d_model, dim=-1)  # (B, T_new, D) each
     q, k, v = (t.view(batch_size, seq_len, attn.num_heads, -1).transpose(1, 2) for t in (q, k, v))  # (B, H, T_new, dh)
     if rope is not None:
-        from .gpt import apply_rope
-
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
     keys, values = cache.append(layer, k, v)  # (B, H, L + T_new, d_head)
     if bias is None:  # new token i sits at position L + i and may see keys 0 .. L + i

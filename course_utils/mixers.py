@@ -140,7 +140,6 @@ class GatedMixer(_Heads):
         self.temperature = 16.0
         target = 1 - torch.logspace(-1, -3, config.num_heads)  # (H,): a at initialisation
         with torch.no_grad():  # logsigmoid(b) / 16 = log a  ->  b = logit(a^16)
-            self.decay.weight.mul_(0.1)
             self.decay.bias.copy_(torch.logit(target**self.temperature))
 
     def forward(self, x: torch.Tensor, state=None):
