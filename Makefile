@@ -15,6 +15,7 @@
 #   make bench [ISA=avx2|default|other]  time every lecture's "Run All"  (authors)
 #   make bench-grading  stock vs sandboxed autograding, seconds per submission   (authors)
 #   make bench-grading-distributed  submissions per second on 1, 2, 4 Dask workers vs the local pool (authors)
+#   make bench-long-context  time and memory of attention and its replacements against sequence length (authors)
 #   make format     format and lint-fix the Python files with ruff (pyproject.toml)   (authors)
 
 PYTHON ?= python3
@@ -36,7 +37,7 @@ SUITE_ENV := $(OFFLINE) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 AUTOGRADE := $(OFFLINE) $(BIN)/python -m grader $(if $(DB_URL),--db-url '$(DB_URL)')
 
-.PHONY: setup sandbox-tools postgres-tools datasets-tools browser-tools classroom-proxy hub lab test lectures exercises import autograde feedback grades bench bench-grading bench-grading-distributed format lint clean
+.PHONY: setup sandbox-tools postgres-tools datasets-tools browser-tools classroom-proxy hub lab test lectures exercises import autograde feedback grades bench bench-grading bench-grading-distributed bench-long-context format lint clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -181,6 +182,9 @@ bench-grading: setup sandbox-tools
 
 bench-grading-distributed: setup sandbox-tools
 	$(OFFLINE) $(BIN)/python -m benchmarks.grading_distributed
+
+bench-long-context: setup
+	$(OFFLINE) $(BIN)/python -m benchmarks.long_context
 
 clean:
 	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv classroom/node_modules classroom/state
