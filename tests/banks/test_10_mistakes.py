@@ -251,6 +251,26 @@ def cached_greedy_decode(model, prompt, max_new_tokens):
             tokens = torch.cat([tokens, next_token], dim=1)
     return tokens
 """
+_CACHE_LINEAR = """\
+import torch
+import torch.nn.functional as F
+
+
+@torch.no_grad()
+def cached_greedy_decode(model, prompt, max_new_tokens):
+    tokens = prompt
+    for _ in range(max_new_tokens):  # everything recomputed, with the projections' weights used directly
+        x = model.tok(tokens) + model.pos.weight[: tokens.shape[1]]
+        for block in model.blocks:
+            h = block.norm1(x)
+            q = block.split(F.linear(h, block.W_q.weight))
+            k, v = block.split(F.linear(h, block.W_k.weight)), block.split(F.linear(h, block.W_v.weight))
+            x = x + block.W_o(block.merge(F.scaled_dot_product_attention(q, k, v, is_causal=True)))
+            x = x + block.mlp(block.norm2(x))
+        next_token = model.head(model.norm(x))[:, -1].argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+    return tokens
+"""
 _CACHE_ALIAS = """\
 _decode = generate_full  # the given decoder under another name
 
@@ -570,6 +590,11 @@ BANK = [
         "cache: keys and values of the whole prefix projected again at every step",
         "cache_answer",
         source=_CACHE_REPROJECT,
+    ),
+    _m(
+        "cache: no cache, keys and values by F.linear on the weights (unseen by the hooks)",
+        "cache_answer",
+        source=_CACHE_LINEAR,
     ),
     _m("shortcut (alias): the given generate_full under another name", "cache_answer", source=_CACHE_ALIAS),
     _m("shortcut (path): model.forward through nn.Module.__call__", "cache_answer", source=_CACHE_FORWARD),
