@@ -263,8 +263,8 @@ def cached_greedy_decode(model, prompt, max_new_tokens):
         x = model.tok(tokens) + model.pos.weight[: tokens.shape[1]]
         for block in model.blocks:
             h = block.norm1(x)
-            q = block.split(F.linear(h, block.W_q.weight))
-            k, v = block.split(F.linear(h, block.W_k.weight)), block.split(F.linear(h, block.W_v.weight))
+            q = block.split(h @ block.W_q.weight.T)
+            k, v = block.split(h @ block.W_k.weight.T), block.split(h @ block.W_v.weight.T)
             x = x + block.W_o(block.merge(F.scaled_dot_product_attention(q, k, v, is_causal=True)))
             x = x + block.mlp(block.norm2(x))
         next_token = model.head(model.norm(x))[:, -1].argmax(dim=-1, keepdim=True)
@@ -592,7 +592,7 @@ BANK = [
         source=_CACHE_REPROJECT,
     ),
     _m(
-        "cache: no cache, keys and values by F.linear on the weights (unseen by the hooks)",
+        "cache: no cache, keys and values as h @ W.weight.T (not through the counted modules)",
         "cache_answer",
         source=_CACHE_LINEAR,
     ),
