@@ -1,0 +1,749 @@
+"""Mistake bank of unit 10 (beyond quadratic attention): each plausible wrong answer must lose the points of its
+test cell, run through the very test code nbgrader runs (hidden tests included).
+
+Besides wrong values, some entries compute the right values the wrong way, which the tests watch: attention or
+gated linear attention through a (T, T) matrix, a recurrence looped over every step instead of by chunks or by a
+log-depth scan, a "cache" that projects every position again at each step. The ``shortcut`` entries are whole
+answer cells that reach a blocked function another way (PyTorch's attention by another name or path, its CPU flash
+kernel that returns the log-sum-exp, the given reference functions under other names, PyTorch's experimental
+associative scan, torch.compile and TorchScript copies). Those that reach PyTorch's attention or its scan would
+earn full marks without the call guard (checked once with the guard switched off); those that reach a given
+step-by-step reference would also fail the tests' checks of how the work is done. Each must lose its points to the
+guard first, with ``ForbiddenCall``."""
+
+from notebook_cells import Mistake, bank_tests
+
+UNIT = "10_beyond_attention"
+
+# ---------------------------------------------------------------- lines of the solution that the patches target
+TILE_Q = "q_tile = q[..., start : start + block_size, :] * scale  # (B, H, Bq, d_k)"
+TILE_MASK = 's = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))  # causal: key j <= query i'
+TILE_P = "p = torch.exp(s - m_new[..., None])  # (B, H, Bq, Bk)"
+TILE_ALPHA = "alpha = torch.exp(m - m_new)  # (B, H, Bq): rescales what was summed under the old maximum"
+TILE_L = "l = alpha * l + p.sum(dim=-1)"
+TILE_ACC = "acc = alpha[..., None] * acc + p @ v_tile  # (B, H, Bq, d_v)"
+TILE_OUT = "outs.append(acc / l[..., None])  # (B, H, Bq, d_v)"
+TILE_LSE = "lses.append(m + torch.log(l))  # (B, H, Bq)"
+TILE_KEYS = "for k_start in range(0, start + q_tile.shape[-2], block_size):  # key tiles up to the diagonal"
+
+CACHE_X = "x = model.tok(tokens[:, pos : pos + 1]) + model.pos.weight[pos]  # (B, 1, D)"
+CACHE_CAT = "k, v = torch.cat(keys, dim=2), torch.cat(values, dim=2)  # (B, H, pos + 1, d_head)"
+CACHE_ATTEND = "attended = F.scaled_dot_product_attention(q, k, v)  # (B, H, 1, d_head): one query sees all"
+CACHE_LAYERS = "cache = [([], []) for _ in model.blocks]  # per layer: the keys and the values, each (B, H, 1, d_head)"
+CACHE_ZIP = "for block, (keys, values) in zip(model.blocks, cache):"
+CACHE_MLP = "x = x + block.mlp(block.norm2(x))"
+CACHE_LOGITS = "next_token = model.head(model.norm(x))[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)"
+CACHE_RET = "    return tokens\n"
+
+GLA_INTER = "inter = (q_c * cum.exp()) @ state  # (B, H, C, d_v): what the carried state gives, decayed to t"
+GLA_DIFF = "diff = cum[:, :, :, None, :] - cum[:, :, None, :, :]  # (B, H, C, C, d_k): G_t - G_s"
+GLA_CAUSAL = "causal = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()  # (C, C): s <= t"
+GLA_DECAY = 'decay = diff.masked_fill(~causal[:, :, None], float("-inf")).exp()  # (B, H, C, C, d_k), 0 for s > t'
+GLA_CUM = "cum = log_decay[:, :, chunk].cumsum(dim=2)  # (B, H, C, d_k): log decay from the chunk's start to t"
+GLA_CARRIED = "carried = last.transpose(-2, -1).exp() * state  # (B, H, d_k, d_v)"
+GLA_STATE = "state = carried + (k_c * (last - cum).exp()).transpose(-2, -1) @ v_c  # (B, H, d_k, d_v)"
+GLA_RANGE = "for start in range(0, seq_len, chunk_size):"
+
+WKV_SHIFT_OUT = "shift = torch.maximum(top, u + k_t)  # (B, C): the output's exponents are measured from here"
+WKV_OUT_EXP = "past, now = torch.exp(top - shift), torch.exp(u + k_t - shift)"
+WKV_SHIFT_STATE = "shift = torch.maximum(top - w, k_t)  # the state's new top: decay the past, add k_t without u"
+WKV_STATE_EXP = "past, now = torch.exp(top - w - shift), torch.exp(k_t - shift)"
+WKV_IF = "if state is None:"
+
+SCAN_A = "A_pair = A_second @ A_first  # (B, T // 2, n, n): step 2i, then step 2i + 1"
+SCAN_B = "b_pair = (A_second @ b_first[..., None])[..., 0] + b_second  # (B, T // 2, n)"
+SCAN_BEFORE = "h_before = h_odd[:, : (seq_len - 1) // 2]  # (B, (T - 1) // 2, n): h_1, h_3, ... before steps 2, 4, ..."
+SCAN_REST = "h_rest = (A[:, 2::2] @ h_before[..., None])[..., 0] + b[:, 2::2]  # (B, (T - 1) // 2, n)"
+SCAN_EVEN = "h[:, 0::2] = torch.cat([b[:, :1], h_rest], dim=1)  # h_0 = b_0, then the even steps"
+
+# ---------------------------------------------------------------- whole answer cells
+_TILED_FULL = """\
+import math
+
+import torch
+
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    seq_len = q.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T): the matrix the part avoids
+    causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)  # (B, H, T)
+    return torch.exp(scores - lse[..., None]) @ v, lse
+"""
+_TILED_KEYS_ONLY = """\
+import math
+
+import torch
+
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    seq_len = q.shape[-2]
+    qs = q / math.sqrt(q.shape[-1])
+    m = q.new_full(q.shape[:-1], float("-inf"))
+    l = q.new_zeros(q.shape[:-1])
+    acc = q.new_zeros(*q.shape[:-1], v.shape[-1])
+    rows = torch.arange(seq_len)
+    for k_start in range(0, seq_len, block_size):  # key tiles only, queries all at once: "no rescaling needed"
+        s = qs @ k[..., k_start : k_start + block_size, :].transpose(-2, -1)  # (B, H, T, Bk)
+        cols = torch.arange(k_start, k_start + s.shape[-1])
+        s = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[..., None]).nan_to_num(0.0)
+        l = l + p.sum(dim=-1)  # the sum under the old maximum is not rescaled
+        acc = acc + p @ v[..., k_start : k_start + block_size, :]
+        m = m_new
+    return acc / l[..., None], m + torch.log(l)
+"""
+_TILED_ONLINE_LOOP = """
+def _online(q, k, v, block_size):  # a correct online softmax over key tiles, queries all at once
+    seq_len = q.shape[-2]
+    qs = q / math.sqrt(q.shape[-1])
+    m = q.new_full(q.shape[:-1], float("-inf"))
+    l = q.new_zeros(q.shape[:-1])
+    acc = q.new_zeros(*q.shape[:-1], v.shape[-1])
+    rows = torch.arange(seq_len)
+    for k_start in range(0, seq_len, block_size):
+        s = qs @ k[..., k_start : k_start + block_size, :].transpose(-2, -1)  # (B, H, T, Bk)
+        cols = torch.arange(k_start, k_start + s.shape[-1])
+        s = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[..., None])
+        alpha = torch.exp(m - m_new)
+        l, acc, m = alpha * l + p.sum(dim=-1), alpha[..., None] * acc + p @ v[..., k_start : k_start + block_size, :], m_new
+    return acc / l[..., None], m + torch.log(l)
+"""
+# Shortcuts of Part A: the output from PyTorch's attention, the log-sum-exp from an honest online pass (or from
+# the CPU flash kernel, which returns it).
+_TILED_ALIAS = (
+    """\
+import math
+
+import torch
+import torch.nn.functional as F
+
+_attend = F.scaled_dot_product_attention
+"""
+    + _TILED_ONLINE_LOOP
+    + """
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    return _attend(q, k, v, is_causal=True), _online(q, k, v, block_size)[1]
+"""
+)
+_TILED_C_PATH = (
+    """\
+import functools
+import math
+
+import torch
+
+_attend = functools.partial(torch._C._nn.scaled_dot_product_attention, is_causal=True)
+"""
+    + _TILED_ONLINE_LOOP
+    + """
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    return _attend(q, k, v), _online(q, k, v, block_size)[1]
+"""
+)
+_TILED_FLASH = """\
+import torch
+
+_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # returns (out, logsumexp)
+
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    if q.shape[-1] != v.shape[-1]:  # the kernel wants d_v = d_k: pad the values with zeros
+        width = max(q.shape[-1], v.shape[-1])
+        pad = lambda x: torch.nn.functional.pad(x, (0, width - x.shape[-1]))
+        out, lse = _flash(pad(q), pad(k), pad(v), is_causal=True, scale=q.shape[-1] ** -0.5)
+        return out[..., : v.shape[-1]], lse
+    return _flash(q, k, v, is_causal=True)
+"""
+_TILED_MATH = (
+    """\
+import math
+
+import torch
+
+_math = torch.ops.aten._scaled_dot_product_attention_math  # (out, weights)
+"""
+    + _TILED_ONLINE_LOOP
+    + """
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    return _math(q, k, v, is_causal=True)[0], _online(q, k, v, block_size)[1]
+"""
+)
+_TILED_COMPILE = (
+    """\
+import math
+
+import torch
+import torch.nn.functional as F
+
+torch._dynamo.config.recompile_limit = 64
+_attend = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), backend="eager")
+"""
+    + _TILED_ONLINE_LOOP
+    + """
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    return _attend(q, k, v), _online(q, k, v, block_size)[1]
+"""
+)
+_TILED_JIT = (
+    """\
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+_example = tuple(torch.randn(1, 2, 10, 4) for _ in range(3))
+_attend = torch.jit.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), _example)
+"""
+    + _TILED_ONLINE_LOOP
+    + """
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    return _attend(q, k, v), _online(q, k, v, block_size)[1]
+"""
+)
+
+_CACHE_NONE = """\
+import torch
+
+
+@torch.no_grad()
+def cached_greedy_decode(model, prompt, max_new_tokens):
+    tokens = prompt
+    for _ in range(max_new_tokens):  # "the cache": every block run again on the whole sequence
+        x = model.tok(tokens) + model.pos.weight[: tokens.shape[1]]
+        for block in model.blocks:
+            x = block(x)
+        next_token = model.head(model.norm(x))[:, -1].argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+    return tokens
+"""
+_CACHE_REPROJECT = """\
+import torch
+import torch.nn.functional as F
+
+
+@torch.no_grad()
+def cached_greedy_decode(model, prompt, max_new_tokens):
+    tokens = prompt
+    inputs = [[] for _ in model.blocks]  # per layer: the normalised inputs of every position, (B, 1, D) each
+    for pos in range(prompt.shape[1] + max_new_tokens - 1):
+        x = model.tok(tokens[:, pos : pos + 1]) + model.pos.weight[pos]
+        for block, cached in zip(model.blocks, inputs):
+            h = block.norm1(x)
+            cached.append(h)
+            prefix = torch.cat(cached, dim=1)  # (B, pos + 1, D): keys and values projected again from these
+            k, v = block.split(block.W_k(prefix)), block.split(block.W_v(prefix))
+            q = block.split(block.W_q(h))
+            x = x + block.W_o(block.merge(F.scaled_dot_product_attention(q, k, v)))
+            x = x + block.mlp(block.norm2(x))
+        if pos >= prompt.shape[1] - 1:
+            next_token = model.head(model.norm(x))[:, -1].argmax(dim=-1, keepdim=True)
+            tokens = torch.cat([tokens, next_token], dim=1)
+    return tokens
+"""
+_CACHE_LINEAR = """\
+import torch
+import torch.nn.functional as F
+
+
+@torch.no_grad()
+def cached_greedy_decode(model, prompt, max_new_tokens):
+    tokens = prompt
+    for _ in range(max_new_tokens):  # everything recomputed, with the projections' weights used directly
+        x = model.tok(tokens) + model.pos.weight[: tokens.shape[1]]
+        for block in model.blocks:
+            h = block.norm1(x)
+            q = block.split(h @ block.W_q.weight.T)
+            k, v = block.split(h @ block.W_k.weight.T), block.split(h @ block.W_v.weight.T)
+            x = x + block.W_o(block.merge(F.scaled_dot_product_attention(q, k, v, is_causal=True)))
+            x = x + block.mlp(block.norm2(x))
+        next_token = model.head(model.norm(x))[:, -1].argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+    return tokens
+"""
+_CACHE_ALIAS = """\
+_decode = generate_full  # the given decoder under another name
+
+
+def cached_greedy_decode(model, prompt, max_new_tokens):
+    return _decode(model, prompt, max_new_tokens)
+"""
+_CACHE_FORWARD = """\
+import torch
+
+
+@torch.no_grad()
+def cached_greedy_decode(model, prompt, max_new_tokens):
+    tokens, run = prompt, type(model).__call__  # model.forward reached through nn.Module.__call__
+    for _ in range(max_new_tokens):
+        next_token = run(model, tokens)[:, -1].argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+    return tokens
+"""
+_CACHE_COMPILE = """\
+import torch
+
+torch._dynamo.config.recompile_limit = 64
+_decode = torch.compile(generate_full, backend="eager")
+
+
+def cached_greedy_decode(model, prompt, max_new_tokens):
+    return _decode(model, prompt, max_new_tokens)
+"""
+
+_GLA_RECURRENT = """\
+import torch
+
+
+def gla_chunkwise(q, k, v, log_decay, chunk_size=16):
+    batch_size, num_heads, seq_len, d_k = q.shape
+    state = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])
+    outs = []
+    for t in range(seq_len):  # the recurrence, written out again: one step at a time
+        state = log_decay[:, :, t, :, None].exp() * state + k[:, :, t, :, None] * v[:, :, t, None, :]
+        outs.append((q[:, :, t, :, None] * state).sum(dim=-2))
+    return torch.stack(outs, dim=2), state
+"""
+_GLA_PARALLEL = """\
+import torch
+
+
+def gla_chunkwise(q, k, v, log_decay, chunk_size=16):
+    seq_len = q.shape[2]
+    cum = log_decay.cumsum(dim=2)  # (B, H, T, d_k)
+    diff = cum[:, :, :, None, :] - cum[:, :, None, :, :]  # (B, H, T, T, d_k): the whole parallel form at once
+    causal = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
+    decay = diff.masked_fill(~causal[:, :, None], float("-inf")).exp()
+    scores = (q[:, :, :, None, :] * k[:, :, None, :, :] * decay).sum(dim=-1)  # (B, H, T, T)
+    last = cum[:, :, -1:]
+    state = (k * (last - cum).exp()).transpose(-2, -1) @ v
+    return scores @ v, state
+"""
+_GLA_STEPS_IN_CHUNK = """\
+import torch
+
+
+def gla_chunkwise(q, k, v, log_decay, chunk_size=16):
+    batch_size, num_heads, seq_len, d_k = q.shape
+    state = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])
+    outs = []
+    for start in range(0, seq_len, chunk_size):  # chunks, but each chunk stepped through token by token
+        for t in range(start, min(start + chunk_size, seq_len)):
+            state = log_decay[:, :, t, :, None].exp() * state + k[:, :, t, :, None] * v[:, :, t, None, :]
+            outs.append((q[:, :, t, :, None] * state).sum(dim=-2))
+    return torch.stack(outs, dim=2), state
+"""
+_GLA_ALIAS = """\
+_reference = gla_recurrent  # the given recurrence under another name
+
+
+def gla_chunkwise(q, k, v, log_decay, chunk_size=16):
+    return _reference(q, k, v, log_decay)
+"""
+_GLA_GLOBALS = """\
+def gla_chunkwise(q, k, v, log_decay, chunk_size=16):
+    return globals()["gla_recurrent"](q, k, v, log_decay)  # reached through the notebook's namespace
+"""
+_GLA_COMPILE = """\
+import torch
+
+torch._dynamo.config.recompile_limit = 64
+_compiled = torch.compile(gla_recurrent, backend="eager")
+
+
+def gla_chunkwise(q, k, v, log_decay, chunk_size=16):
+    return _compiled(q, k, v, log_decay)
+"""
+
+_WKV_SHIFTED = """\
+import torch
+
+_naive = wkv_naive  # the given formula under another name
+
+
+def wkv_stable(w, u, k, v, state=None):
+    top = k.amax(dim=1)  # (B, C): shifting every key by the same number cancels in the ratio
+    out = _naive(w.double(), u.double(), (k - top[:, None]).double(), v.double()).to(k.dtype)
+    distance = torch.arange(k.shape[1] - 1, -1, -1, dtype=k.dtype)
+    exponents = -distance[None, :, None] * w + k - top[:, None]
+    den = exponents.exp().sum(dim=1)
+    return out, ((exponents.exp() * v).sum(dim=1), den, top)
+"""
+_WKV_COMPILE = """\
+import torch
+
+torch._dynamo.config.recompile_limit = 64
+_compiled = torch.compile(wkv_naive, backend="eager")
+
+
+def wkv_stable(w, u, k, v, state=None):
+    top = k.amax(dim=1)
+    out = _compiled(w, u, k - top[:, None], v)
+    distance = torch.arange(k.shape[1] - 1, -1, -1, dtype=k.dtype)
+    exponents = -distance[None, :, None] * w + k - top[:, None]
+    return out, ((exponents.exp() * v).sum(dim=1), exponents.exp().sum(dim=1), top)
+"""
+
+_SCAN_LOOP = """\
+import torch
+
+
+def affine_scan(A, b):
+    h = torch.zeros_like(b[:, 0])
+    hs = []
+    for t in range(b.shape[1]):  # the recurrence, one step at a time
+        h = (A[:, t] @ h[..., None])[..., 0] + b[:, t]
+        hs.append(h)
+    return torch.stack(hs, dim=1)
+"""
+_SCAN_BLOCKS = """\
+import math
+
+import torch
+
+
+def affine_scan(A, b):
+    seq_len = b.shape[1]
+    size = max(1, math.isqrt(seq_len))  # sqrt(T) blocks: fewer steps, but still O(sqrt T), not O(log T)
+    h = torch.zeros_like(b[:, 0])
+    hs = []
+    for start in range(0, seq_len, size):
+        for t in range(start, min(start + size, seq_len)):
+            h = (A[:, t] @ h[..., None])[..., 0] + b[:, t]
+            hs.append(h)
+    return torch.stack(hs, dim=1)
+"""
+_SCAN_HILLIS_ORDER = """\
+import torch
+
+
+def affine_scan(A, b):
+    seq_len = b.shape[1]
+    A, h = A.clone(), b.clone()
+    shift = 1
+    while shift < seq_len:  # Hillis and Steele's doubling, with the earlier matrix on the left
+        A_new, h_new = A.clone(), h.clone()
+        A_new[:, shift:] = A[:, :-shift] @ A[:, shift:]
+        h_new[:, shift:] = (A[:, shift:] @ h[:, :-shift, :, None])[..., 0] + h[:, shift:]
+        A, h = A_new, h_new
+        shift *= 2
+    return h
+"""
+_SCAN_ALIAS = """\
+_reference = scan_sequential  # the given recurrence under another name
+
+
+def affine_scan(A, b):
+    return _reference(A, b)
+"""
+_SCAN_TORCH = """\
+from torch._higher_order_ops.associative_scan import associative_scan as _scan
+
+
+def _combine(earlier, later):
+    (A1, b1), (A2, b2) = earlier, later
+    return A2 @ A1, (A2 @ b1[..., None])[..., 0] + b2
+
+
+def affine_scan(A, b):
+    return _scan(_combine, (A, b), dim=1, combine_mode="generic")[1]
+"""
+_SCAN_COMPILE = """\
+import torch
+
+torch._dynamo.config.recompile_limit = 64
+_compiled = torch.compile(scan_sequential, backend="eager")
+
+
+def affine_scan(A, b):
+    return _compiled(A, b)
+"""
+
+
+def _m(name, answer, patches=(), source=None):
+    return Mistake(name, answer=answer, test=answer.replace("_answer", "_test"), patches=patches, source=source)
+
+
+BANK = [
+    # ---------------------------------------------------------------- Part A: tiled_causal_attention
+    _m(
+        "tiled: the running sum is not rescaled when the max grows",
+        "tiled_answer",
+        ((TILE_L, "l = l + p.sum(dim=-1)"),),
+    ),
+    _m(
+        "tiled: the value accumulator is not rescaled when the max grows",
+        "tiled_answer",
+        ((TILE_ACC, "acc = acc + p @ v_tile  # (B, H, Bq, d_v)"),),
+    ),
+    _m(
+        "tiled: lse of the last key tile only",
+        "tiled_answer",
+        ((TILE_LSE, "lses.append(m + torch.log(p.sum(dim=-1)))  # (B, H, Bq)"),),
+    ),
+    _m(
+        "tiled: lse without the running max (log l only)",
+        "tiled_answer",
+        ((TILE_LSE, "lses.append(torch.log(l))  # (B, H, Bq)"),),
+    ),
+    _m(
+        "tiled: causal mask off by one (the diagonal masked too)",
+        "tiled_answer",
+        ((TILE_MASK, TILE_MASK.replace("cols[None, :] > rows[:, None]", "cols[None, :] >= rows[:, None]")),),
+    ),
+    _m(
+        "tiled: causal mask off by one (a query sees the next key)",
+        "tiled_answer",
+        ((TILE_MASK, TILE_MASK.replace("> rows[:, None]", "> rows[:, None] + 1")),),
+    ),
+    _m("tiled: missing 1/sqrt(d_k)", "tiled_answer", ((TILE_Q, TILE_Q.replace(" * scale", "")),)),
+    _m(
+        "tiled: no running max subtracted (plain exp, overflows)",
+        "tiled_answer",
+        (
+            (TILE_P, "p = torch.exp(s)  # (B, H, Bq, Bk)"),
+            (TILE_ALPHA, "alpha = torch.ones_like(m)"),
+            (TILE_LSE, "lses.append(torch.log(l))  # (B, H, Bq)"),
+        ),
+    ),
+    _m(
+        "tiled: no final division by the running sum",
+        "tiled_answer",
+        ((TILE_OUT, "outs.append(acc)  # (B, H, Bq, d_v)"),),
+    ),
+    _m(
+        "tiled: key tiles stop one tile before the diagonal",
+        "tiled_answer",
+        ((TILE_KEYS, "for k_start in range(0, start, block_size):"),),
+    ),
+    _m("tiled: the (T, T) score matrix with logsumexp", "tiled_answer", source=_TILED_FULL),
+    _m("tiled: key tiles only, sum not rescaled", "tiled_answer", source=_TILED_KEYS_ONLY),
+    _m("shortcut (alias): F.scaled_dot_product_attention under another name", "tiled_answer", source=_TILED_ALIAS),
+    _m(
+        "shortcut (path): functools.partial of torch._C._nn.scaled_dot_product_attention",
+        "tiled_answer",
+        source=_TILED_C_PATH,
+    ),
+    _m(
+        "shortcut (torch.ops): the CPU flash kernel, which returns the log-sum-exp", "tiled_answer", source=_TILED_FLASH
+    ),
+    _m("shortcut (torch.ops): aten._scaled_dot_product_attention_math", "tiled_answer", source=_TILED_MATH),
+    _m(
+        "shortcut (compile): torch.compile of a lambda around F.scaled_dot_product_attention",
+        "tiled_answer",
+        source=_TILED_COMPILE,
+    ),
+    _m(
+        "shortcut (jit): torch.jit.trace of F.scaled_dot_product_attention, traced before the test",
+        "tiled_answer",
+        source=_TILED_JIT,
+    ),
+    # ---------------------------------------------------------------- Part B: cached_greedy_decode
+    _m(
+        "cache: the new token gets position 0",
+        "cache_answer",
+        ((CACHE_X, "x = model.tok(tokens[:, pos : pos + 1]) + model.pos.weight[0]  # (B, 1, D)"),),
+    ),
+    _m(
+        "cache: is_causal=True for the single new query (it sees key 0 only)",
+        "cache_answer",
+        ((CACHE_ATTEND, "attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)"),),
+    ),
+    _m(
+        "cache: the new query does not see its own key",
+        "cache_answer",
+        ((CACHE_CAT, "k, v = torch.cat(keys[:-1] or keys, dim=2), torch.cat(values[:-1] or values, dim=2)"),),
+    ),
+    _m(
+        "cache: one cache shared by all layers",
+        "cache_answer",
+        ((CACHE_LAYERS, "cache = [([], [])] * len(model.blocks)  # one list object for every layer"),),
+    ),
+    _m(
+        "cache: no final LayerNorm before the head",
+        "cache_answer",
+        ((CACHE_LOGITS, "next_token = model.head(x)[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)"),),
+    ),
+    _m("cache: the MLP residual is dropped", "cache_answer", ((CACHE_MLP, "x = block.mlp(block.norm2(x))"),)),
+    _m(
+        "cache: returns only the new tokens",
+        "cache_answer",
+        ((CACHE_RET, "    return tokens[:, prompt.shape[1] :]\n"),),
+    ),
+    _m(
+        "cache: the last layer only (the loop over blocks breaks early)",
+        "cache_answer",
+        ((CACHE_ZIP, "for block, (keys, values) in list(zip(model.blocks, cache))[-1:]:"),),
+    ),
+    _m("cache: no cache, every block run on the whole sequence at every step", "cache_answer", source=_CACHE_NONE),
+    _m(
+        "cache: keys and values of the whole prefix projected again at every step",
+        "cache_answer",
+        source=_CACHE_REPROJECT,
+    ),
+    _m(
+        "cache: no cache, keys and values as h @ W.weight.T (not through the counted modules)",
+        "cache_answer",
+        source=_CACHE_LINEAR,
+    ),
+    _m("shortcut (alias): the given generate_full under another name", "cache_answer", source=_CACHE_ALIAS),
+    _m("shortcut (path): model.forward through nn.Module.__call__", "cache_answer", source=_CACHE_FORWARD),
+    _m("shortcut (compile): torch.compile of generate_full", "cache_answer", source=_CACHE_COMPILE),
+    # ---------------------------------------------------------------- Part C: gla_chunkwise
+    _m(
+        "gla: the chunk boundary state is not carried (each chunk starts from 0)",
+        "gla_answer",
+        ((GLA_STATE, "state = 0 * carried  # (B, H, d_k, d_v)"),),
+    ),
+    _m(
+        "gla: the decay is applied after the update (step s's own gate acts on k_s v_s)",
+        "gla_answer",
+        (
+            (GLA_CUM, GLA_CUM + "\n        own = cum - log_decay[:, :, chunk]  # the sum up to s - 1"),
+            (GLA_DIFF, "diff = cum[:, :, :, None, :] - own[:, :, None, :, :]  # G_t - G_{s-1}"),
+            (GLA_STATE, "state = carried + (k_c * (last - own).exp()).transpose(-2, -1) @ v_c"),
+        ),
+    ),
+    _m(
+        "gla: the carried state is not decayed to each step of the chunk",
+        "gla_answer",
+        ((GLA_INTER, "inter = q_c @ state  # (B, H, C, d_v)"),),
+    ),
+    _m(
+        "gla: the carried state is not decayed across the chunk",
+        "gla_answer",
+        ((GLA_CARRIED, "carried = state  # (B, H, d_k, d_v)"),),
+    ),
+    _m(
+        "gla: the intra-chunk mask excludes the diagonal",
+        "gla_answer",
+        ((GLA_CAUSAL, GLA_CAUSAL.replace(".tril()", ".tril(-1)")),),
+    ),
+    _m(
+        "gla: exp(+G) factorisation (overflows for strong gates)",
+        "gla_answer",
+        ((GLA_DECAY, "decay = (cum.exp()[:, :, :, None, :] * (-cum).exp()[:, :, None, :, :]) * causal[:, :, None]"),),
+    ),
+    _m(
+        "gla: the mask applied after the exp (inf * 0)",
+        "gla_answer",
+        ((GLA_DECAY, "decay = diff.exp() * causal[:, :, None]  # (B, H, C, C, d_k)"),),
+    ),
+    _m(
+        "gla: the last, shorter chunk is dropped",
+        "gla_answer",
+        ((GLA_RANGE, "for start in range(0, seq_len - seq_len % chunk_size, chunk_size):"),),
+    ),
+    _m(
+        "gla: the state decayed by the first step of the chunk, not the last",
+        "gla_answer",
+        ((GLA_CARRIED, "carried = cum[:, :, :1].transpose(-2, -1).exp() * state  # (B, H, d_k, d_v)"),),
+    ),
+    _m("gla: the recurrence looped over every step", "gla_answer", source=_GLA_RECURRENT),
+    _m("gla: the parallel form over the whole sequence", "gla_answer", source=_GLA_PARALLEL),
+    _m("gla: chunks, but stepped through token by token", "gla_answer", source=_GLA_STEPS_IN_CHUNK),
+    _m("shortcut (alias): the given gla_recurrent under another name", "gla_answer", source=_GLA_ALIAS),
+    _m("shortcut (path): gla_recurrent through globals()", "gla_answer", source=_GLA_GLOBALS),
+    _m("shortcut (compile): torch.compile of gla_recurrent", "gla_answer", source=_GLA_COMPILE),
+    # ---------------------------------------------------------------- Part D: wkv_stable
+    _m(
+        "wkv: without the bonus u",
+        "wkv_answer",
+        (
+            (WKV_SHIFT_OUT, "shift = torch.maximum(top, k_t)"),
+            (WKV_OUT_EXP, "past, now = torch.exp(top - shift), torch.exp(k_t - shift)"),
+        ),
+    ),
+    _m(
+        "wkv: the bonus u kept in the state",
+        "wkv_answer",
+        (
+            (WKV_SHIFT_STATE, "shift = torch.maximum(top - w, u + k_t)"),
+            (WKV_STATE_EXP, "past, now = torch.exp(top - w - shift), torch.exp(u + k_t - shift)"),
+        ),
+    ),
+    _m(
+        "wkv: the decay with the wrong sign",
+        "wkv_answer",
+        (
+            (WKV_SHIFT_STATE, "shift = torch.maximum(top + w, k_t)"),
+            (WKV_STATE_EXP, "past, now = torch.exp(top + w - shift), torch.exp(k_t - shift)"),
+        ),
+    ),
+    _m(
+        "wkv: no running max (plain exp, overflows)",
+        "wkv_answer",
+        ((WKV_SHIFT_OUT, "shift = torch.zeros_like(k_t)"), (WKV_SHIFT_STATE, "shift = torch.zeros_like(k_t)")),
+    ),
+    _m(
+        "wkv: the past decayed once more before the output",
+        "wkv_answer",
+        ((WKV_OUT_EXP, "past, now = torch.exp(top - w - shift), torch.exp(u + k_t - shift)"),),
+    ),
+    _m("wkv: the given state is ignored", "wkv_answer", ((WKV_IF, "if True:"),)),
+    _m(
+        "wkv: the current token left out of the state",
+        "wkv_answer",
+        ((WKV_STATE_EXP, "past, now = torch.exp(top - w - shift), 0 * torch.exp(k_t - shift)"),),
+    ),
+    _m("shortcut (alias): the given wkv_naive with shifted keys, in float64", "wkv_answer", source=_WKV_SHIFTED),
+    _m("shortcut (compile): torch.compile of wkv_naive", "wkv_answer", source=_WKV_COMPILE),
+    # ---------------------------------------------------------------- Part E: affine_scan
+    _m(
+        "scan: the matrices composed in the wrong order",
+        "scan_answer",
+        ((SCAN_A, "A_pair = A_first @ A_second  # (B, T // 2, n, n)"),),
+    ),
+    _m(
+        "scan: the pair's offset combined the other way round",
+        "scan_answer",
+        ((SCAN_B, "b_pair = (A_first @ b_second[..., None])[..., 0] + b_first  # (B, T // 2, n)"),),
+    ),
+    _m(
+        "scan: the even steps without the state before them",
+        "scan_answer",
+        ((SCAN_REST, "h_rest = b[:, 2::2]  # (B, (T - 1) // 2, n)"),),
+    ),
+    _m(
+        "scan: the even steps use the state after them",
+        "scan_answer",
+        ((SCAN_BEFORE, "h_before = torch.cat([h_odd, h_odd[:, -1:]], dim=1)[:, 1 : (seq_len - 1) // 2 + 1]"),),
+    ),
+    _m(
+        "scan: indexing written for even lengths only",
+        "scan_answer",
+        ((SCAN_BEFORE, "h_before = h_odd[:, : seq_len // 2 - 1]"),),
+    ),
+    _m(
+        "scan: the offsets as row vectors (b A instead of A b)",
+        "scan_answer",
+        ((SCAN_B, "b_pair = (b_first[..., None, :] @ A_second)[..., 0, :] + b_second  # (B, T // 2, n)"),),
+    ),
+    _m(
+        "scan: h_0 taken as 0 instead of b_0",
+        "scan_answer",
+        ((SCAN_EVEN, "h[:, 0::2] = torch.cat([0 * b[:, :1], h_rest], dim=1)"),),
+    ),
+    _m("scan: Hillis-Steele with the earlier matrix on the left", "scan_answer", source=_SCAN_HILLIS_ORDER),
+    _m("scan: a loop over the steps", "scan_answer", source=_SCAN_LOOP),
+    _m("scan: sqrt(T) blocks stepped through", "scan_answer", source=_SCAN_BLOCKS),
+    _m("shortcut (alias): the given scan_sequential under another name", "scan_answer", source=_SCAN_ALIAS),
+    _m(
+        "shortcut (path): torch's experimental associative_scan with a matrix combine",
+        "scan_answer",
+        source=_SCAN_TORCH,
+    ),
+    _m("shortcut (compile): torch.compile of scan_sequential", "scan_answer", source=_SCAN_COMPILE),
+]
+
+test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
