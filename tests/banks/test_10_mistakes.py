@@ -470,6 +470,39 @@ def affine_scan(A, b):
 """
 
 
+_TILED_LIBRARY = """\
+from course_utils.fast_attention import tiled_attention as _tiled  # the library's own answer
+
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    return _tiled(q, k, v, causal=True, block_size=block_size, return_lse=True)
+"""
+_WKV_LIBRARY = """\
+import course_utils.rwkv as _rwkv  # the library's own answer, by module path
+
+
+def wkv_stable(w, u, k, v, state=None):
+    return _rwkv.wkv_stable(w, u, k, v, state)
+"""
+_WKV_LIBRARY_PARALLEL = """\
+from course_utils.rwkv import wkv_final_state, wkv_parallel  # GPT mode without overflow, and its final state
+
+
+def wkv_stable(w, u, k, v, state=None):
+    return wkv_parallel(w, u, k, v), wkv_final_state(w, k, v)
+"""
+_SCAN_LIBRARY = """\
+from course_utils import ssm as _ssm
+
+
+def affine_scan(A, b):  # the library's scan is for scalars per channel: a loop over it would still be blocked
+    h = b.new_zeros(b.shape)
+    for i in range(b.shape[-1]):
+        h[..., i] = _ssm.associative_scan(A[..., i, i], b[..., i], dim=1)
+    return h
+"""
+
+
 def _m(name, answer, patches=(), source=None):
     return Mistake(name, answer=answer, test=answer.replace("_answer", "_test"), patches=patches, source=source)
 
@@ -538,6 +571,7 @@ BANK = [
         "shortcut (torch.ops): the CPU flash kernel, which returns the log-sum-exp", "tiled_answer", source=_TILED_FLASH
     ),
     _m("shortcut (torch.ops): aten._scaled_dot_product_attention_math", "tiled_answer", source=_TILED_MATH),
+    _m("shortcut (library): course_utils.fast_attention.tiled_attention", "tiled_answer", source=_TILED_LIBRARY),
     _m(
         "shortcut (compile): torch.compile of a lambda around F.scaled_dot_product_attention",
         "tiled_answer",
@@ -698,6 +732,12 @@ BANK = [
     ),
     _m("shortcut (alias): the given wkv_naive with shifted keys, in float64", "wkv_answer", source=_WKV_SHIFTED),
     _m("shortcut (compile): torch.compile of wkv_naive", "wkv_answer", source=_WKV_COMPILE),
+    _m("shortcut (library): course_utils.rwkv.wkv_stable by module path", "wkv_answer", source=_WKV_LIBRARY),
+    _m(
+        "shortcut (library): course_utils.rwkv.wkv_parallel and wkv_final_state",
+        "wkv_answer",
+        source=_WKV_LIBRARY_PARALLEL,
+    ),
     # ---------------------------------------------------------------- Part E: affine_scan
     _m(
         "scan: the matrices composed in the wrong order",
@@ -744,6 +784,7 @@ BANK = [
         source=_SCAN_TORCH,
     ),
     _m("shortcut (compile): torch.compile of scan_sequential", "scan_answer", source=_SCAN_COMPILE),
+    _m("shortcut (library): course_utils.ssm.associative_scan", "scan_answer", source=_SCAN_LIBRARY),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
