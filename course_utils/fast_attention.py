@@ -1,0 +1,335 @@
+"""Unit 10: exact attention made cheaper, and one approximation (LSH).
+
+Every function takes batch-first multi-head tensors ``q, k (B, H, T, d_k)`` and ``v (B, H, T, d_v)``,
+float32 or float64, is causal unless told otherwise, and returns ``(B, H, T, d_v)``.
+
+- :func:`naive_attention` builds the ``(T, T)`` score matrix: time and memory grow as ``T²``;
+- :func:`tiled_attention` visits blocks of queries and keys with the online softmax (Milakov &
+  Gimelshein 2018), the idea of FlashAttention (Dao et al. 2022): it equals
+  ``F.scaled_dot_product_attention`` and never holds more than a ``(block, block)`` tile of scores;
+- :class:`KVCache`, :func:`generate_with_cache`, :func:`generate_without_cache`: greedy (or sampled)
+  decoding with :class:`course_utils.gpt.GPT`, with and without a key-value cache; same tokens;
+- :func:`lsh_buckets`, :func:`lsh_attention`, :func:`top_key_recall`: Reformer's hashing by random
+  rotations (Kitaev et al. 2020) and attention restricted to a bucket.
+
+    out, lse = tiled_attention(q, k, v, block_size=64, return_lse=True)   # (B, H, T, d_v), (B, H, T)
+    ids = generate_with_cache(model, prompt, max_new_tokens=50)            # (B, T0 + 50)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .attention import masked_softmax
+from .decoding import sample_next
+
+
+def check_qkv(q: object, k: object, v: object, same_length: bool = True) -> None:
+    """Raise ``ValueError`` unless ``q, k (B, H, T, d_k)``, ``v (B, H, T, d_v)`` are floating tensors that fit."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 4 or not x.is_floating_point():
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            dtype = x.dtype if isinstance(x, torch.Tensor) else ""
+            raise ValueError(f"{name} must be a 4-D floating tensor (B, H, T, d), got {shape} {dtype}")
+    if q.shape[:2] != k.shape[:2] or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"shapes do not fit: q {tuple(q.shape)} (B, H, T, d_k), k {tuple(k.shape)} (B, H, T, d_k), "
+            f"v {tuple(v.shape)} (B, H, T, d_v)"
+        )
+    if same_length and q.shape[2] != k.shape[2]:
+        raise ValueError(f"causal attention needs as many queries as keys: q {tuple(q.shape)}, k {tuple(k.shape)}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """``softmax(q kᵀ / √d_k) v``, materialising the scores ``(B, H, T_q, T_k)``.
+
+    ``q (B, H, T_q, d_k)``, ``k (B, H, T_k, d_k)``, ``v (B, H, T_k, d_v)`` -> ``(B, H, T_q, d_v)``;
+    ``causal`` lets query ``t`` see keys ``0..t`` only (then ``T_q`` must equal ``T_k``).
+    """
+    check_qkv(q, k, v, same_length=causal)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
+    if causal:
+        seq_len = q.shape[2]
+        future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).triu(1)  # (T, T)
+        scores = scores.masked_fill(future, float("-inf"))
+    return scores.softmax(dim=-1) @ v  # (B, H, T, d_v)
+
+
+def tiled_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = True,
+    block_size: int = 64,
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Exact attention by blocks with the online softmax; equals ``F.scaled_dot_product_attention``.
+
+    ``q (B, H, T_q, d_k)``, ``k (B, H, T_k, d_k)``, ``v (B, H, T_k, d_v)`` -> ``out (B, H, T_q, d_v)``,
+    and with ``return_lse`` also ``lse (B, H, T_q)``, the log-sum-exp of each query's scaled scores
+    (what a backward pass needs to recompute the weights). For each block of queries it walks over the
+    blocks of keys keeping, per query, the running maximum ``m``, the running sum ``l`` of
+    ``exp(score - m)`` and the running weighted sum of values; when a new block raises the maximum, the
+    old sums are rescaled by ``exp(m_old - m_new)``. Memory beyond the output: ``O(block_size²)``
+    scores per head, never ``T²``. With ``causal``, key blocks wholly in a query block's future are skipped.
+    """
+    check_qkv(q, k, v, same_length=causal)
+    if not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    batch_size, num_heads, len_q, d_k = q.shape
+    len_k, d_v = k.shape[2], v.shape[-1]
+    scale = 1.0 / math.sqrt(d_k)
+    out = torch.empty(batch_size, num_heads, len_q, d_v, dtype=q.dtype, device=q.device)  # (B, H, T_q, d_v)
+    lse = torch.empty(batch_size, num_heads, len_q, dtype=q.dtype, device=q.device)  # (B, H, T_q)
+    for q0 in range(0, len_q, block_size):
+        q1 = min(q0 + block_size, len_q)
+        q_blk = q[:, :, q0:q1] * scale  # (B, H, bq, d_k)
+        m = torch.full(q_blk.shape[:3], float("-inf"), dtype=q.dtype, device=q.device)  # (B, H, bq)
+        denom = torch.zeros_like(m)  # (B, H, bq): running sum of exp(score - m)
+        acc = torch.zeros(*q_blk.shape[:3], d_v, dtype=q.dtype, device=q.device)  # (B, H, bq, d_v)
+        for k0 in range(0, q1 if causal else len_k, block_size):
+            k1 = min(k0 + block_size, len_k)
+            s = q_blk @ k[:, :, k0:k1].transpose(-2, -1)  # (B, H, bq, bk)
+            if causal and k1 > q0 + 1:  # the block reaches past some query: hide its future keys
+                future = torch.arange(k0, k1, device=q.device)[None, :] > torch.arange(q0, q1, device=q.device)[:, None]
+                s = s.masked_fill(future, float("-inf"))  # (B, H, bq, bk)
+            m_new = torch.maximum(m, s.amax(dim=-1))  # (B, H, bq); finite: key 0 is in the first block
+            p = torch.exp(s - m_new[..., None])  # (B, H, bq, bk)
+            rescale = torch.exp(m - m_new)  # (B, H, bq): exp(-inf) = 0 on the first block
+            denom = denom * rescale + p.sum(dim=-1)  # (B, H, bq)
+            acc = acc * rescale[..., None] + p @ v[:, :, k0:k1]  # (B, H, bq, d_v)
+            m = m_new
+        out[:, :, q0:q1] = acc / denom[..., None]  # (B, H, bq, d_v)
+        lse[:, :, q0:q1] = m + torch.log(denom)  # (B, H, bq)
+    return (out, lse) if return_lse else out
+
+
+# --------------------------------------------------------------------------- key-value cache for GPT
+
+
+class KVCache:
+    """Keys and values of every layer of a :class:`course_utils.gpt.GPT`, preallocated for ``max_len`` tokens.
+
+    ``keys[i]``, ``values[i]``: ``(B, H, max_len, d_head)``; ``length`` tokens are filled.
+    :meth:`append` writes new entries of layer ``i`` and returns that layer's filled keys and values.
+    Memory: ``2 * num_layers * B * H * max_len * d_head`` numbers (:attr:`nbytes`), linear in the length.
+    """
+
+    def __init__(self, num_layers: int, batch_size: int, num_heads: int, max_len: int, d_head: int, **tensor_kw):
+        shape = (batch_size, num_heads, max_len, d_head)
+        self.keys = [torch.zeros(shape, **tensor_kw) for _ in range(num_layers)]
+        self.values = [torch.zeros(shape, **tensor_kw) for _ in range(num_layers)]
+        self.max_len, self.length = max_len, 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store ``k, v (B, H, T_new, d_head)`` after the ``length`` cached tokens of ``layer``;
+        return ``(B, H, length + T_new, d_head)`` each. Call :meth:`advance` once all layers are done."""
+        end = self.length + k.shape[2]
+        if end > self.max_len:
+            raise ValueError(f"cache holds {self.max_len} tokens; {self.length} + {k.shape[2]} do not fit")
+        self.keys[layer][:, :, self.length : end] = k
+        self.values[layer][:, :, self.length : end] = v
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+    def advance(self, num_tokens: int) -> None:
+        self.length += num_tokens
+
+
+def _cached_attention(attn, x: torch.Tensor, cache: KVCache, layer: int, rope, bias) -> torch.Tensor:
+    """``course_utils.gpt.CausalSelfAttention`` on new tokens ``x (B, T_new, D)`` attending to the cache too."""
+    batch_size, seq_len, d_model = x.shape
+    q, k, v = attn.qkv(x).split(d_model, dim=-1)  # (B, T_new, D) each
+    q, k, v = (t.view(batch_size, seq_len, attn.num_heads, -1).transpose(1, 2) for t in (q, k, v))  # (B, H, T_new, dh)
+    if rope is not None:
+        from .gpt import apply_rope
+
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+    keys, values = cache.append(layer, k, v)  # (B, H, L + T_new, d_head)
+    if bias is None:  # new token i sits at position L + i and may see keys 0 .. L + i
+        bias = torch.ones(seq_len, keys.shape[2], dtype=torch.bool, device=x.device).tril(cache.length)
+    out = F.scaled_dot_product_attention(
+        q, keys, values, attn_mask=bias if bias.dtype == torch.bool else bias.to(q.dtype)
+    )
+    return attn.proj(out.transpose(1, 2).reshape(batch_size, seq_len, d_model))  # (B, T_new, D)
+
+
+@torch.no_grad()
+def forward_with_cache(model, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """Logits ``(B, T_new, V)`` of a ``GPT`` for new tokens ``idx (B, T_new)`` that follow the ``cache.length``
+    tokens already cached; the new keys and values are added to ``cache``. Works for every ``GPTConfig``
+    (learned/RoPE/ALiBi positions, Pre-/Post-LN, ReZero) by calling the model's own submodules."""
+    config = model.config
+    start, seq_len = cache.length, idx.shape[1]
+    if start + seq_len > config.block_size:
+        raise ValueError(f"{start} cached + {seq_len} new tokens exceed block_size={config.block_size}")
+    x = model.tok_emb(idx)  # (B, T_new, D)
+    rope = bias = None
+    if model.pos_emb is not None:
+        x = x + model.pos_emb(torch.arange(start, start + seq_len, device=idx.device))  # (B, T_new, D)
+    elif config.position == "rope":
+        rope = (model.rope_cos[start : start + seq_len], model.rope_sin[start : start + seq_len])  # (T_new, d_head)
+    else:
+        bias = model.alibi[:, start : start + seq_len, : start + seq_len]  # (H, T_new, L + T_new)
+    for layer, block in enumerate(model.blocks):
+        if block.rezero:
+            x = x + block.attn.alpha * _cached_attention(block.attn.sublayer, x, cache, layer, rope, bias)
+            x = block.ffn(x)
+        elif block.norm_first:
+            x = x + _cached_attention(block.attn, block.norm1(x), cache, layer, rope, bias)
+            x = x + block.ffn(block.norm2(x))
+        else:
+            x = block.norm1(x + _cached_attention(block.attn, x, cache, layer, rope, bias))
+            x = block.norm2(x + block.ffn(x))
+    cache.advance(seq_len)
+    return model.head(model.norm_f(x))  # (B, T_new, V)
+
+
+def _check_prompt(model, idx: object, max_new_tokens: int) -> None:
+    if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype != torch.long or idx.shape[1] < 1:
+        raise ValueError(f"prompt must be a (B, T0) long tensor with T0 >= 1, got {getattr(idx, 'shape', idx)!r}")
+    if idx.shape[1] + max_new_tokens > model.config.block_size:
+        raise ValueError(
+            f"prompt {idx.shape[1]} + {max_new_tokens} new tokens exceed block_size={model.config.block_size}"
+        )
+
+
+def _pick(logits: torch.Tensor, temperature: float, generator) -> torch.Tensor:
+    if temperature == 0:
+        return logits.argmax(-1)  # (B,)
+    return sample_next(logits, temperature, generator=generator)  # (B,)
+
+
+@torch.no_grad()
+def generate_with_cache(
+    model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, generator=None
+) -> torch.Tensor:
+    """Decode ``max_new_tokens`` after ``idx (B, T0)`` with a :class:`KVCache`: one forward pass over the
+    prompt, then one token per step. Returns ``(B, T0 + max_new_tokens)``. ``temperature`` 0 is greedy.
+    The whole sequence must fit in ``model.config.block_size``."""
+    _check_prompt(model, idx, max_new_tokens)
+    was_training = model.training
+    model.eval()
+    config = model.config
+    param = next(model.parameters())
+    cache = KVCache(
+        config.num_layers, idx.shape[0], config.num_heads, idx.shape[1] + max_new_tokens,
+        config.d_model // config.num_heads, dtype=param.dtype, device=param.device,
+    )  # fmt: skip
+    logits = forward_with_cache(model, idx, cache)[:, -1].float()  # (B, V)
+    for _ in range(max_new_tokens):
+        next_id = _pick(logits, temperature, generator)  # (B,)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)  # (B, T + 1)
+        if idx.shape[1] < cache.max_len:
+            logits = forward_with_cache(model, next_id[:, None], cache)[:, -1].float()  # (B, V)
+    model.train(was_training)
+    return idx
+
+
+@torch.no_grad()
+def generate_without_cache(
+    model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, generator=None
+) -> torch.Tensor:
+    """The same decoding as :func:`generate_with_cache`, recomputing the whole prefix at every step
+    (``T`` forward passes over ``1, 2, ... T`` tokens: quadratic work). Returns ``(B, T0 + max_new_tokens)``."""
+    _check_prompt(model, idx, max_new_tokens)
+    was_training = model.training
+    model.eval()
+    for _ in range(max_new_tokens):
+        logits = model(idx)[:, -1].float()  # (B, V)
+        idx = torch.cat([idx, _pick(logits, temperature, generator)[:, None]], dim=1)  # (B, T + 1)
+    model.train(was_training)
+    return idx
+
+
+# --------------------------------------------------------------------------- LSH (Reformer)
+
+
+def lsh_buckets(x: torch.Tensor, n_buckets: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Angular LSH: bucket of each vector of ``x (B, H, T, d)`` -> ``(B, H, T)`` long in ``0 .. n_buckets-1``.
+
+    Draws a random matrix ``R (d, n_buckets / 2)`` with ``generator`` and takes ``argmax([xR, -xR])``
+    (Kitaev et al. 2020, after Andoni et al. 2015): vectors at a small angle usually share a bucket.
+    One ``R`` serves every batch element and head; call again (same generator) for another round.
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() != 4 or not x.is_floating_point():
+        raise ValueError(f"x must be a 4-D floating tensor (B, H, T, d), got {getattr(x, 'shape', x)!r}")
+    if not isinstance(n_buckets, int) or n_buckets < 2 or n_buckets % 2:
+        raise ValueError(f"n_buckets must be an even int >= 2, got {n_buckets!r}")
+    rotation = torch.randn(x.shape[-1], n_buckets // 2, generator=generator, dtype=x.dtype)  # (d, n/2)
+    projected = x @ rotation.to(x.device)  # (B, H, T, n/2)
+    return torch.cat([projected, -projected], dim=-1).argmax(dim=-1)  # (B, H, T)
+
+
+def _same_bucket(q, k, n_buckets, n_rounds, generator) -> torch.Tensor:
+    """``(B, H, T_q, T_k)`` bool: query and key share a bucket in at least one of ``n_rounds`` hashings."""
+    if not isinstance(n_rounds, int) or n_rounds < 1:
+        raise ValueError(f"n_rounds must be a positive int, got {n_rounds!r}")
+    if not isinstance(generator, torch.Generator):
+        raise ValueError("pass a torch.Generator: queries and keys must be hashed with the same rotation")
+    together = torch.zeros(*q.shape[:3], k.shape[2], dtype=torch.bool, device=q.device)  # (B, H, T_q, T_k)
+    for _ in range(n_rounds):
+        state = generator.get_state()
+        bq = lsh_buckets(q, n_buckets, generator)  # (B, H, T_q)
+        generator.set_state(state)  # keys are hashed with the same rotation
+        bk = lsh_buckets(k, n_buckets, generator)  # (B, H, T_k)
+        together |= bq[..., :, None] == bk[..., None, :]
+    return together
+
+
+def lsh_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    n_buckets: int,
+    generator: torch.Generator,
+    n_rounds: int = 1,
+    causal: bool = True,
+) -> torch.Tensor:
+    """Softmax attention in which a query sees only keys of its own LSH bucket (in any of ``n_rounds``).
+
+    ``q, k (B, H, T, d_k)``, ``v (B, H, T, d_v)`` -> ``(B, H, T, d_v)``. With shared queries and keys
+    (``k is q``, as in the Reformer) a query always shares its own bucket. A query left with no key
+    gets a zero output. This version states the rule with a ``(T, T)`` mask, to be checked against;
+    the Reformer gets its savings by sorting positions by bucket and attending within fixed-size chunks.
+    """
+    check_qkv(q, k, v, same_length=causal)
+    allowed = _same_bucket(q, k, n_buckets, n_rounds, generator)  # (B, H, T, T)
+    if causal:
+        allowed &= torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
+    return masked_softmax(scores, allowed) @ v  # (B, H, T, d_v)
+
+
+def top_key_recall(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    n_buckets: int,
+    n_rounds: int = 1,
+    top: int = 1,
+    generator: torch.Generator | None = None,
+) -> float:
+    """Fraction of (query, true top key) pairs that share an LSH bucket in at least one round.
+
+    ``q (B, H, T_q, d)``, ``k (B, H, T_k, d)``; a query's true top keys are the ``top`` keys of largest
+    score ``q · k`` (no causal mask). 1.0 means bucketed attention would never miss its largest weights.
+    """
+    if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor) or q.dim() != 4 or k.shape[:2] != q.shape[:2]:
+        raise ValueError(f"q and k must be (B, H, T, d) with the same B, H; got {getattr(q, 'shape', q)!r}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k widths differ: {tuple(q.shape)} vs {tuple(k.shape)}")
+    if not isinstance(top, int) or not 1 <= top <= k.shape[2]:
+        raise ValueError(f"top must be an int in 1..{k.shape[2]}, got {top!r}")
+    if generator is None:
+        generator = torch.Generator().manual_seed(0)
+    best = (q @ k.transpose(-2, -1)).topk(top, dim=-1).indices  # (B, H, T_q, top)
+    together = _same_bucket(q, k, n_buckets, n_rounds, generator)  # (B, H, T_q, T_k)
+    return together.gather(-1, best).float().mean().item()

@@ -1,0 +1,202 @@
+"""Unit 10: RWKV's WKV operator and a small RWKV-style block (Peng et al. 2023, "RWKV: Reinventing RNNs").
+
+WKV is attention with a fixed exponential decay per channel instead of query-key scores. For channel
+``c``, decay rate ``w_c ≥ 0`` and a bonus ``u_c`` for the current token::
+
+    wkv_t = (Σ_{i<t} e^{-(t-1-i) w + k_i} v_i + e^{u + k_t} v_t) / (Σ_{i<t} e^{-(t-1-i) w + k_i} + e^{u + k_t})
+
+- :func:`wkv_naive` computes the formula as written ("GPT mode", all ``t`` at once): ``e^{k}`` overflows
+  for large ``k`` (float32: ``k`` > 88);
+- :func:`wkv_parallel` is the same ``(T, T)`` computation with each row's largest exponent subtracted;
+- :func:`wkv_stable` is the recurrent form ("RNN mode"): numerator ``a`` and denominator ``b`` carried
+  as a state, scaled by ``e^{-p}`` with ``p`` the running maximum exponent, so no ``exp`` ever sees a
+  positive argument. Constant memory per token.
+
+Shapes: ``w, u (C,)``, ``k, v (B, T, C)``, outputs ``(B, T, C)``; states ``(a, b, p)`` each ``(B, C)``.
+:class:`RWKVBlock` (time mix with token shift, then channel mix) runs in parallel or step by step.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+
+def _check_wkv(w: object, u: object, k: object, v: object) -> None:
+    for name, x in (("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or not x.is_floating_point():
+            raise ValueError(f"{name} must be a floating (B, T, C) tensor, got {getattr(x, 'shape', x)!r}")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape (B, T, C), got {tuple(k.shape)} and {tuple(v.shape)}")
+    for name, x in (("w", w), ("u", u)):
+        if not isinstance(x, torch.Tensor) or x.shape != k.shape[-1:]:
+            raise ValueError(f"{name} must be a (C,) = ({k.shape[-1]},) tensor, got {getattr(x, 'shape', x)!r}")
+
+
+def _log_weights(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Exponents ``(B, T, T, C)``: ``-(t-1-i) w + k_i`` for ``i < t``, ``u + k_t`` for ``i = t``, ``-inf`` after."""
+    seq_len = k.shape[1]
+    pos = torch.arange(seq_len, device=k.device)
+    lag = (pos[:, None] - 1 - pos[None, :]).to(k.dtype)  # (T, T): t - 1 - i
+    logw = -lag[..., None] * w.to(k.dtype) + k[:, None, :, :]  # (B, T, T, C)
+    diagonal = (u.to(k.dtype) + k)[:, :, None, :]  # (B, T, 1, C)
+    eye = torch.eye(seq_len, dtype=torch.bool, device=k.device)[None, :, :, None]  # (1, T, T, 1)
+    logw = torch.where(eye, diagonal, logw)
+    future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=k.device).triu(1)[None, :, :, None]
+    return logw.masked_fill(future, float("-inf"))  # (B, T, T, C)
+
+
+def wkv_naive(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """WKV by the formula, every ``e^{...}`` taken as it stands: ``(B, T, C)``. Holds ``(B, T, T, C)``.
+    Returns NaN or inf once an exponent passes the dtype's range (``k`` > 88 in float32)."""
+    _check_wkv(w, u, k, v)
+    weights = _log_weights(w, u, k).exp()  # (B, T, T, C)
+    return (weights * v[:, None]).sum(dim=2) / weights.sum(dim=2)  # (B, T, C)
+
+
+def wkv_parallel(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """WKV in parallel with each row's largest exponent subtracted first (a softmax over ``i ≤ t``):
+    equal to :func:`wkv_naive` where that is finite, and finite everywhere. ``(B, T, C)``."""
+    _check_wkv(w, u, k, v)
+    weights = _log_weights(w, u, k).softmax(dim=2)  # (B, T, T, C)
+    return (weights * v[:, None]).sum(dim=2)  # (B, T, C)
+
+
+def wkv_stable(
+    w: torch.Tensor,
+    u: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """WKV as an RNN with a running maximum: returns ``out (B, T, C)`` and the state ``(a, b, p)``, each ``(B, C)``.
+
+    The true numerator and denominator over past tokens are ``a e^{p}`` and ``b e^{p}``. At step ``t``:
+    output ``q = max(p, u + k_t)``, ``(e^{p-q} a + e^{u+k_t-q} v_t) / (e^{p-q} b + e^{u+k_t-q})``; then
+    decay and add ``k_t``: ``p' = max(p - w, k_t)``, ``a ← e^{p-w-p'} a + e^{k_t-p'} v_t``, likewise ``b``.
+    Start from ``state`` (``None``: ``a = b = 0``, ``p = -inf``) to continue a sequence.
+    """
+    _check_wkv(w, u, k, v)
+    batch_size, seq_len, channels = k.shape
+    w, u = w.to(k.dtype), u.to(k.dtype)
+    if state is None:
+        a, b = k.new_zeros(batch_size, channels), k.new_zeros(batch_size, channels)  # (B, C) each
+        p = k.new_full((batch_size, channels), float("-inf"))  # (B, C)
+    else:
+        a, b, p = state
+    outs = []
+    for t in range(seq_len):
+        k_t, v_t = k[:, t], v[:, t]  # (B, C)
+        q = torch.maximum(p, u + k_t)  # (B, C)
+        e_past, e_now = (p - q).exp(), (u + k_t - q).exp()
+        outs.append((e_past * a + e_now * v_t) / (e_past * b + e_now))  # (B, C)
+        p_new = torch.maximum(p - w, k_t)  # (B, C)
+        e_past, e_now = (p - w - p_new).exp(), (k_t - p_new).exp()
+        a, b, p = e_past * a + e_now * v_t, e_past * b + e_now, p_new
+    return torch.stack(outs, dim=1), (a, b, p)  # (B, T, C)
+
+
+def wkv_final_state(
+    w: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The state ``(a, b, p)`` (each ``(B, C)``) that :func:`wkv_stable` holds after ``k, v (B, T, C)``,
+    computed without a loop: ``p = max_i (k_i - (T-1-i) w)``, ``a = Σ_i e^{k_i - (T-1-i) w - p} v_i``,
+    ``b`` the same without ``v_i``. Lets a parallel pass over a prompt hand over to step-by-step decoding."""
+    lag = torch.arange(k.shape[1] - 1, -1, -1, device=k.device, dtype=k.dtype)  # (T,): T-1-i
+    expo = k - lag[:, None] * w.to(k.dtype)  # (B, T, C)
+    p = expo.amax(dim=1)  # (B, C)
+    weights = (expo - p[:, None]).exp()  # (B, T, C)
+    return (weights * v).sum(dim=1), weights.sum(dim=1), p
+
+
+# --------------------------------------------------------------------------- an RWKV-style block
+
+
+def token_shift(x: torch.Tensor, last: torch.Tensor | None = None) -> torch.Tensor:
+    """The previous token's features: ``x (B, T, D)`` -> ``(B, T, D)`` with row ``t`` = ``x_{t-1}``,
+    row 0 = ``last (B, D)`` (zeros when ``None``: the start of a sequence)."""
+    first = x.new_zeros(x.shape[0], 1, x.shape[2]) if last is None else last[:, None]  # (B, 1, D)
+    return torch.cat([first, x[:, :-1]], dim=1)  # (B, T, D)
+
+
+class TimeMix(nn.Module):
+    """RWKV's time mixing: ``x (B, T, D)`` -> ``(B, T, D)``.
+
+    Token shift interpolates each channel between ``x_t`` and ``x_{t-1}`` (learned ``mix_*``); then
+    ``k, v`` by linear maps, a receptance gate ``r = σ(W_r x)``, and ``out = W_o (r ⊙ wkv(w, u, k, v))`` with
+    ``w = exp(time_decay) > 0`` per channel and bonus ``u = time_first``.
+    """
+
+    def __init__(self, d_model: int, layer_frac: float = 0.5):
+        super().__init__()
+        ramp = torch.arange(d_model) / max(d_model - 1, 1)  # (D,): 0 .. 1
+        self.time_decay = nn.Parameter(-5 + 8 * ramp ** (0.7 + 1.3 * layer_frac))  # log w: slow .. fast decays
+        self.time_first = nn.Parameter(torch.full((d_model,), 0.5))
+        self.mix_k = nn.Parameter(ramp.clone())
+        self.mix_v = nn.Parameter(ramp.clone())
+        self.mix_r = nn.Parameter(0.5 * ramp)
+        self.key, self.value, self.receptance = (nn.Linear(d_model, d_model, bias=False) for _ in range(3))
+        self.output = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor, state: tuple | None = None, mode: str = "parallel"):
+        """``x (B, T, D)``, ``state`` ``(last_x (B, D), (a, b, p))`` or ``None`` -> ``(out (B, T, D), state)``.
+        ``mode`` ``"parallel"`` (:func:`wkv_parallel`; only from the start, ``state=None``) or ``"recurrent"``."""
+        last, wkv_state = (None, None) if state is None else state
+        prev = token_shift(x, last)  # (B, T, D)
+        xk = x * self.mix_k + prev * (1 - self.mix_k)  # (B, T, D)
+        xv = x * self.mix_v + prev * (1 - self.mix_v)
+        xr = x * self.mix_r + prev * (1 - self.mix_r)
+        k, v, r = self.key(xk), self.value(xv), torch.sigmoid(self.receptance(xr))  # (B, T, D) each
+        w = self.time_decay.exp()  # (D,)
+        if mode == "parallel" and state is None:
+            wkv = wkv_parallel(w, self.time_first, k, v)  # (B, T, D)
+            wkv_state = wkv_final_state(w, k, v)  # to continue step by step
+        elif mode in ("parallel", "recurrent"):
+            wkv, wkv_state = wkv_stable(w, self.time_first, k, v, wkv_state)  # (B, T, D)
+        else:
+            raise ValueError(f"mode must be 'parallel' or 'recurrent', got {mode!r}")
+        return self.output(r * wkv), (x[:, -1], wkv_state)  # (B, T, D)
+
+
+class ChannelMix(nn.Module):
+    """RWKV's channel mixing, a gated MLP with token shift: ``σ(W_r x_r) ⊙ W_v relu(W_k x_k)²``; ``(B, T, D)``."""
+
+    def __init__(self, d_model: int, hidden: int | None = None):
+        super().__init__()
+        hidden = hidden or 4 * d_model
+        ramp = torch.arange(d_model) / max(d_model - 1, 1)
+        self.mix_k = nn.Parameter(ramp.clone())
+        self.mix_r = nn.Parameter(ramp.clone())
+        self.key = nn.Linear(d_model, hidden, bias=False)
+        self.value = nn.Linear(hidden, d_model, bias=False)
+        self.receptance = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor, last: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x (B, T, D)``, ``last (B, D)`` or ``None`` -> ``(out (B, T, D), x[:, -1] (B, D))``."""
+        prev = token_shift(x, last)  # (B, T, D)
+        xk = x * self.mix_k + prev * (1 - self.mix_k)
+        xr = x * self.mix_r + prev * (1 - self.mix_r)
+        hidden = torch.relu(self.key(xk)) ** 2  # (B, T, 4D)
+        return torch.sigmoid(self.receptance(xr)) * self.value(hidden), x[:, -1]  # (B, T, D)
+
+
+class RWKVBlock(nn.Module):
+    """``x + TimeMix(LN(x))``, then ``x + ChannelMix(LN(x))``: ``x (B, T, D)`` -> ``(B, T, D)`` and a state.
+
+    ``forward(x, state=None, mode="parallel")`` returns ``(y, state)``; feeding tokens one at a time
+    with the returned state (``mode="recurrent"``) gives the same outputs as one parallel pass.
+    """
+
+    def __init__(self, d_model: int, layer_frac: float = 0.5):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.time_mix, self.channel_mix = TimeMix(d_model, layer_frac), ChannelMix(d_model)
+
+    def forward(self, x: torch.Tensor, state: tuple | None = None, mode: str = "parallel"):
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.ln1.normalized_shape[0]:
+            raise ValueError(f"x must be (B, T, {self.ln1.normalized_shape[0]}), got {getattr(x, 'shape', x)!r}")
+        tm_state, cm_last = (None, None) if state is None else state
+        out, tm_state = self.time_mix(self.ln1(x), tm_state, mode)
+        x = x + out  # (B, T, D)
+        out, cm_last = self.channel_mix(self.ln2(x), cm_last)
+        return x + out, (tm_state, cm_last)  # (B, T, D)

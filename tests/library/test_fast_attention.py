@@ -1,0 +1,206 @@
+"""Tests of course_utils.fast_attention: naive and tiled attention against PyTorch's, the KV cache
+against decoding without it, and LSH buckets against brute force."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils.fast_attention import (
+    KVCache,
+    forward_with_cache,
+    generate_with_cache,
+    generate_without_cache,
+    lsh_attention,
+    lsh_buckets,
+    naive_attention,
+    tiled_attention,
+    top_key_recall,
+)
+from course_utils.gpt import GPT, GPTConfig
+
+
+def qkv(seq_len=37, d_k=8, d_v=5, dtype=torch.float64, seed=0, len_k=None):
+    gen = torch.Generator().manual_seed(seed)
+    len_k = len_k or seq_len
+    q = torch.randn(2, 3, seq_len, d_k, generator=gen, dtype=dtype)
+    k = torch.randn(2, 3, len_k, d_k, generator=gen, dtype=dtype)
+    v = torch.randn(2, 3, len_k, d_v, generator=gen, dtype=dtype)  # d_v != d_k
+    return q, k, v
+
+
+# --------------------------------------------------------------------------- naive and tiled attention
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_naive_attention_equals_sdpa(causal):
+    q, k, v = qkv()
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    torch.testing.assert_close(naive_attention(q, k, v, causal=causal), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("block_size", [1, 8, 16, 37, 64])  # divides T or not, bigger than T
+def test_tiled_attention_equals_sdpa_and_returns_logsumexp(causal, block_size):
+    q, k, v = qkv()
+    out, lse = tiled_attention(q, k, v, causal=causal, block_size=block_size, return_lse=True)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=causal), rtol=0, atol=1e-12)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(torch.ones(37, 37, dtype=torch.bool).triu(1), float("-inf"))
+    assert lse.shape == (2, 3, 37)
+    torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1), rtol=0, atol=1e-12)
+    torch.testing.assert_close(tiled_attention(q, k, v, causal=causal, block_size=block_size), out, rtol=0, atol=0)
+
+
+def test_tiled_attention_float32_large_scores_and_cross_lengths():
+    q, k, v = qkv(seq_len=70, dtype=torch.float32, seed=1)
+    q = 30 * q  # scores in the hundreds: a softmax without the running maximum would overflow
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(tiled_attention(q, k, v, block_size=16), expected, rtol=1e-5, atol=1e-5)
+    q, k, v = qkv(seq_len=9, len_k=30, seed=2)  # non-causal: T_q != T_k is allowed
+    torch.testing.assert_close(
+        tiled_attention(q, k, v, causal=False, block_size=4), F.scaled_dot_product_attention(q, k, v)
+    )
+
+
+def test_tiled_attention_never_builds_a_full_score_matrix(monkeypatch):
+    q, k, v = qkv(seq_len=64)
+    biggest = []
+    matmul = torch.Tensor.__matmul__
+
+    def spy(a, b):
+        out = matmul(a, b)
+        biggest.append(out.shape[-1] * out.shape[-2])
+        return out
+
+    monkeypatch.setattr(torch.Tensor, "__matmul__", spy)
+    tiled_attention(q, k, v, block_size=16)
+    assert max(biggest) == 16 * 16  # tiles only, never 64 x 64
+
+
+def test_attention_rejects_bad_shapes():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="4-D"):
+        naive_attention(q[0], k[0], v[0])
+    with pytest.raises(ValueError, match="shapes do not fit"):
+        tiled_attention(q, k[..., :4], v)
+    with pytest.raises(ValueError, match="shapes do not fit"):
+        tiled_attention(q, k, v[:, :, :5])
+    with pytest.raises(ValueError, match="as many queries as keys"):
+        tiled_attention(q[:, :, :5], k, v)
+    with pytest.raises(ValueError, match="block_size"):
+        tiled_attention(q, k, v, block_size=0)
+    with pytest.raises(ValueError, match="dtype"):
+        naive_attention(q.float(), k, v)
+    with pytest.raises(ValueError, match="floating"):
+        naive_attention(q.long(), k, v)
+
+
+# --------------------------------------------------------------------------- KV cache
+
+CONFIGS = [dict(), dict(position="rope"), dict(position="alibi"), dict(norm_first=False), dict(residual="rezero")]
+
+
+def small_gpt(**kw) -> GPT:
+    torch.manual_seed(0)
+    model = GPT(
+        GPTConfig(
+            vocab_size=50, block_size=40, num_layers=2, num_heads=2, d_model=32, init="default", tie_weights=False, **kw
+        )
+    )
+    if kw.get("residual") == "rezero":  # alpha starts at 0: make the blocks do something
+        for block in model.blocks:
+            block.attn.alpha.data.fill_(0.7)
+            block.ffn.alpha.data.fill_(0.7)
+    return model.eval()
+
+
+@pytest.mark.parametrize("kw", CONFIGS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()) or "default")
+def test_cached_logits_equal_full_forward(kw):
+    model = small_gpt(**kw)
+    idx = torch.randint(50, (3, 20), generator=torch.Generator().manual_seed(1))
+    full = model(idx)  # (3, 20, 50)
+    cache = KVCache(2, 3, 2, 40, 16)
+    pieces = [forward_with_cache(model, idx[:, :6], cache)]  # a prompt, then one token at a time
+    pieces += [forward_with_cache(model, idx[:, t : t + 1], cache) for t in range(6, 20)]
+    assert cache.length == 20
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw", CONFIGS[:3], ids=["learned", "rope", "alibi"])
+def test_greedy_generation_same_tokens_with_and_without_cache(kw):
+    model = small_gpt(**kw)
+    prompt = torch.randint(50, (2, 4), generator=torch.Generator().manual_seed(2))
+    with_cache = generate_with_cache(model, prompt, 30)
+    without = generate_without_cache(model, prompt, 30)
+    assert with_cache.shape == (2, 34) and torch.equal(with_cache[:, :4], prompt)
+    assert torch.equal(with_cache, without)
+    assert len(set(with_cache[0, 4:].tolist())) > 1  # not a trivial constant continuation
+    sampled = [
+        generate_with_cache(model, prompt, 10, temperature=1.0, generator=torch.Generator().manual_seed(3)),
+        generate_without_cache(model, prompt, 10, temperature=1.0, generator=torch.Generator().manual_seed(3)),
+    ]
+    assert torch.equal(*sampled)
+
+
+def test_kv_cache_size_and_errors():
+    cache = KVCache(num_layers=2, batch_size=3, num_heads=2, max_len=10, d_head=4)
+    assert cache.nbytes == 2 * 2 * 3 * 2 * 10 * 4 * 4
+    with pytest.raises(ValueError, match="do not fit"):
+        cache.append(0, torch.zeros(3, 2, 11, 4), torch.zeros(3, 2, 11, 4))
+    model = small_gpt()
+    with pytest.raises(ValueError, match="block_size"):
+        generate_with_cache(model, torch.zeros(1, 30, dtype=torch.long), 20)
+    with pytest.raises(ValueError, match="long"):
+        generate_without_cache(model, torch.zeros(1, 3), 2)
+
+
+# --------------------------------------------------------------------------- LSH
+
+
+def test_lsh_buckets_are_argmax_of_random_rotation():
+    x = torch.randn(2, 2, 10, 6, generator=torch.Generator().manual_seed(0))
+    buckets = lsh_buckets(x, 8, torch.Generator().manual_seed(5))
+    rotation = torch.randn(6, 4, generator=torch.Generator().manual_seed(5))
+    projected = x @ rotation
+    assert buckets.shape == (2, 2, 10) and buckets.dtype == torch.long
+    assert torch.equal(buckets, torch.cat([projected, -projected], -1).argmax(-1))
+    assert torch.equal(lsh_buckets(3 * x, 8, torch.Generator().manual_seed(5)), buckets)  # angle only
+    assert torch.equal(lsh_buckets(-x, 8, torch.Generator().manual_seed(5)), (buckets + 4) % 8)
+    with pytest.raises(ValueError, match="even"):
+        lsh_buckets(x, 7)
+    with pytest.raises(ValueError, match="4-D"):
+        lsh_buckets(x[0], 8)
+
+
+def test_lsh_attention_is_attention_within_buckets():
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 24, 8, generator=gen, dtype=torch.float64)
+    v = torch.randn(1, 2, 24, 3, generator=gen, dtype=torch.float64)
+    out = lsh_attention(q, q, v, n_buckets=4, generator=torch.Generator().manual_seed(7))  # shared QK
+    buckets = lsh_buckets(q, 4, torch.Generator().manual_seed(7))
+    for h in range(2):
+        for t in range(24):
+            keys = [s for s in range(t + 1) if buckets[0, h, s] == buckets[0, h, t]]
+            weights = torch.softmax(q[0, h, t] @ q[0, h, keys].T / math.sqrt(8), dim=0)
+            torch.testing.assert_close(out[0, h, t], weights @ v[0, h, keys])
+    # vectors pointing one way share one bucket: plain causal attention
+    same = q[:, :, :1] * torch.rand(1, 2, 24, 1, generator=gen, dtype=torch.float64).add(0.5)  # (1, 2, 24, 8)
+    full = lsh_attention(same, same, v, n_buckets=8, generator=torch.Generator().manual_seed(0), n_rounds=2)
+    torch.testing.assert_close(full, naive_attention(same, same, v))
+    with pytest.raises(ValueError, match="Generator"):
+        lsh_attention(q, q, v, n_buckets=4, generator=None)
+
+
+def test_top_key_recall_grows_with_rounds_and_falls_with_buckets():
+    gen = torch.Generator().manual_seed(0)
+    k = torch.randn(1, 4, 64, 16, generator=gen)
+    q = k + 0.3 * torch.randn(1, 4, 64, 16, generator=gen)  # each query's top key is probably its own
+    one = top_key_recall(q, k, n_buckets=16, n_rounds=1, generator=torch.Generator().manual_seed(1))
+    many = top_key_recall(q, k, n_buckets=16, n_rounds=8, generator=torch.Generator().manual_seed(1))
+    assert 0.0 < one < many <= 1.0
+    assert top_key_recall(q, k, n_buckets=2, n_rounds=1, generator=torch.Generator().manual_seed(1)) > one
+    with pytest.raises(ValueError, match="top"):
+        top_key_recall(q, k, 4, top=0)

@@ -1,0 +1,207 @@
+"""Tests of course_utils.linear_attention: each parallel form equals its recurrent (and chunkwise) form,
+in float64 to ~1e-10 and in float32 to a float32 tolerance, and each matches a brute-force formula."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils import linear_attention as la
+
+F64 = dict(rtol=0, atol=1e-10)
+F32 = dict(rtol=1e-4, atol=1e-4)
+
+
+def qkv(dtype=torch.float64, seq_len=29, d_k=6, d_v=4, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(2, 3, seq_len, d, generator=gen).to(dtype) for d in (d_k, d_k, d_v))
+
+
+def per_step(seed, scale=1.0, dtype=torch.float64, seq_len=29):
+    return (scale * torch.randn(2, 3, seq_len, generator=torch.Generator().manual_seed(seed))).to(dtype)
+
+
+# --------------------------------------------------------------------------- linear attention
+
+
+def test_elu_feature_map_is_positive():
+    x = torch.linspace(-30, 5, 50)
+    phi = la.elu_feature_map(x)
+    assert (phi > 0).all()
+    torch.testing.assert_close(phi, F.elu(x) + 1)
+    torch.testing.assert_close(la.elu_feature_map(x.double()).float(), phi)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, F64), (torch.float32, F32)])
+@pytest.mark.parametrize("normalize", [True, False])
+def test_linear_attention_parallel_recurrent_chunkwise_equal(dtype, tol, normalize):
+    q, k, v = qkv(dtype)
+    parallel = la.linear_attention_parallel(q, k, v, normalize=normalize)
+    torch.testing.assert_close(la.linear_attention_recurrent(q, k, v, normalize=normalize), parallel, **tol)
+    for chunk in (1, 5, 8, 29, 64):
+        torch.testing.assert_close(la.linear_attention_chunkwise(q, k, v, chunk, normalize=normalize), parallel, **tol)
+
+
+def test_linear_attention_matches_its_formula_and_carries_state():
+    q, k, v = qkv()
+    fq, fk = la.elu_feature_map(q), la.elu_feature_map(k)
+    t = 11
+    weights = fq[0, 1, t] @ fk[0, 1, : t + 1].T  # (t + 1,)
+    expected = weights @ v[0, 1, : t + 1] / weights.sum()
+    torch.testing.assert_close(la.linear_attention_parallel(q, k, v)[0, 1, t], expected)
+    # two halves with the state handed over == one pass; the state has no time axis
+    first, state = la.linear_attention_recurrent(q[:, :, :12], k[:, :, :12], v[:, :, :12], return_state=True)
+    assert state[0].shape == (2, 3, 6, 4) and state[1].shape == (2, 3, 6)
+    second = la.linear_attention_recurrent(q[:, :, 12:], k[:, :, 12:], v[:, :, 12:], state=state)
+    torch.testing.assert_close(torch.cat([first, second], dim=2), la.linear_attention_recurrent(q, k, v), **F64)
+    # feature_map=None uses q and k as given
+    plain = la.linear_attention_parallel(fq, fk, v, feature_map=None)
+    torch.testing.assert_close(plain, la.linear_attention_parallel(q, k, v), **F64)
+
+
+# --------------------------------------------------------------------------- the family
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, F64), (torch.float32, F32)])
+def test_retnet_parallel_equals_fixed_decay_recurrence(dtype, tol):
+    q, k, v = qkv(dtype)
+    gamma = torch.tensor([0.5, 0.9, 1.0], dtype=dtype)
+    out, state = la.decay_recurrence(q, k, v, log_decay=gamma.log())
+    torch.testing.assert_close(la.retnet_parallel(q, k, v, gamma), out, **tol)
+    t = 7  # brute force: o_t = Σ_s γ^(t-s) (q_t · k_s) v_s
+    expected = sum(0.9 ** (t - s) * (q[1, 1, t] @ k[1, 1, s]) * v[1, 1, s] for s in range(t + 1))
+    torch.testing.assert_close(out[1, 1, t], expected, **tol)
+    assert state.shape == (2, 3, 6, 4)
+    # gamma = 1 is unnormalised linear attention without a feature map
+    torch.testing.assert_close(
+        out[:, 2], la.linear_attention_parallel(q, k, v, normalize=False, feature_map=None)[:, 2], **tol
+    )
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, F64), (torch.float32, F32)])
+def test_gated_parallel_chunkwise_equal_recurrence(dtype, tol):
+    q, k, v = qkv(dtype)
+    log_decay = F.logsigmoid(per_step(1, 2.0, dtype) + 2)  # data-dependent a_t in (0, 1)
+    out, state = la.decay_recurrence(q, k, v, log_decay=log_decay)
+    torch.testing.assert_close(la.gated_parallel(q, k, v, log_decay), out, **tol)
+    for chunk in (1, 4, 10, 29, 64):
+        got, got_state = la.gated_chunkwise(q, k, v, log_decay, chunk, return_state=True)
+        torch.testing.assert_close(got, out, **tol)
+        torch.testing.assert_close(got_state, state, **tol)
+
+
+def test_gated_forms_stay_finite_with_strong_decay():
+    q, k, v = qkv(torch.float32, seq_len=200)
+    log_decay = torch.full((2, 3, 200), -5.0)  # cumulative sum reaches -1000: exp(+1000) if done naively
+    out, _ = la.decay_recurrence(q, k, v, log_decay=log_decay)
+    for got in (la.gated_parallel(q, k, v, log_decay), la.gated_chunkwise(q, k, v, log_decay, 64)):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got, out, **F32)
+
+
+def test_decay_recurrence_state_continues():
+    q, k, v = qkv()
+    log_decay = -torch.rand(2, 3, 29, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    whole, final = la.decay_recurrence(q, k, v, log_decay)
+    first, mid = la.decay_recurrence(q[:, :, :10], k[:, :, :10], v[:, :, :10], log_decay[..., :10])
+    second, end = la.decay_recurrence(q[:, :, 10:], k[:, :, 10:], v[:, :, 10:], log_decay[..., 10:], state=mid)
+    torch.testing.assert_close(torch.cat([first, second], dim=2), whole, **F64)
+    torch.testing.assert_close(end, final, **F64)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, F64), (torch.float32, F32)])
+def test_deltanet_parallel_equals_delta_rule(dtype, tol):
+    q, k, v = qkv(dtype)
+    k = F.normalize(k, dim=-1)
+    beta = torch.sigmoid(per_step(2, dtype=dtype))
+    out, _ = la.decay_recurrence(q, k, v, beta=beta)
+    torch.testing.assert_close(la.deltanet_parallel(q, k, v, beta), out, **tol)
+
+
+def test_delta_rule_overwrites_the_value_under_a_key():
+    # beta = 1 with a repeated unit key: the state then holds only the newest value under that key
+    k = torch.zeros(1, 1, 3, 2, dtype=torch.float64)
+    k[..., 0] = 1.0
+    v = torch.tensor([[[[1.0, 2.0], [5.0, -1.0], [7.0, 3.0]]]], dtype=torch.float64)
+    out, state = la.decay_recurrence(k, k, v, beta=torch.ones(1, 1, 3, dtype=torch.float64))
+    torch.testing.assert_close(out[0, 0], v[0, 0])  # read back exactly what was last written
+    torch.testing.assert_close(state[0, 0, 0], v[0, 0, 2])
+    plain, _ = la.decay_recurrence(k, k, v)  # without the delta rule the values pile up
+    torch.testing.assert_close(plain[0, 0, 2], v[0, 0].sum(0))
+
+
+def test_gated_delta_rule_decays_before_correcting():
+    q, k, v = qkv(seq_len=6)
+    k = F.normalize(k, dim=-1)
+    beta, log_decay = torch.sigmoid(per_step(4, seq_len=6)), -torch.rand(2, 3, 6, dtype=torch.float64)
+    out, _ = la.decay_recurrence(q, k, v, log_decay=log_decay, beta=beta)
+    S = torch.zeros(2, 3, 6, 4, dtype=torch.float64)
+    for t in range(6):
+        S = log_decay[:, :, t, None, None].exp() * S
+        S = (
+            S
+            + beta[:, :, t, None, None]
+            * k[:, :, t, :, None]
+            * (v[:, :, t] - (k[:, :, t, :, None] * S).sum(-2))[..., None, :]
+        )
+        torch.testing.assert_close(out[:, :, t], (q[:, :, t, :, None] * S).sum(-2))
+
+
+# --------------------------------------------------------------------------- mLSTM
+
+
+@pytest.mark.parametrize("forget_gate", ["sigmoid", "exp"])
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, F64), (torch.float32, F32)])
+def test_mlstm_parallel_equals_recurrent(forget_gate, dtype, tol):
+    q, k, v = qkv(dtype)
+    i_pre = per_step(5, 2.0, dtype)
+    f_pre = per_step(6, 2.0, dtype) + (3.0 if forget_gate == "sigmoid" else -0.5)
+    out, (C, n, m) = la.mlstm_recurrent(q, k, v, i_pre, f_pre, forget_gate, return_state=True)
+    torch.testing.assert_close(la.mlstm_parallel(q, k, v, i_pre, f_pre, forget_gate), out, **tol)
+    assert C.shape == (2, 3, 6, 4) and n.shape == (2, 3, 6) and m.shape == (2, 3)
+
+
+def test_mlstm_equals_unstabilised_formula_and_survives_huge_gates():
+    q, k, v = qkv(seq_len=8)
+    i_pre, f_pre = per_step(7, seq_len=8), per_step(8, seq_len=8)
+    C = torch.zeros(2, 3, 6, 4, dtype=torch.float64)
+    n = torch.zeros(2, 3, 6, dtype=torch.float64)
+    expected = []
+    for t in range(8):  # the textbook mLSTM, no stabiliser
+        f, i = torch.sigmoid(f_pre[:, :, t]), i_pre[:, :, t].exp()
+        C = f[..., None, None] * C + i[..., None, None] * k[:, :, t, :, None] * v[:, :, t, None, :] / math.sqrt(6)
+        n = f[..., None] * n + i[..., None] * k[:, :, t] / math.sqrt(6)
+        den = (n * q[:, :, t]).sum(-1).abs().clamp_min(1.0)
+        expected.append((q[:, :, t, :, None] * C).sum(-2) / den[..., None])
+    torch.testing.assert_close(la.mlstm_recurrent(q, k, v, i_pre, f_pre), torch.stack(expected, 2), **F64)
+    huge = 500 + 0 * i_pre.float()  # exp(500) overflows float32 (and float64 soon after)
+    q32, k32, v32 = (x.float() for x in (q, k, v))
+    for out in (
+        la.mlstm_recurrent(q32, k32, v32, huge, f_pre.float()),
+        la.mlstm_parallel(q32, k32, v32, huge, f_pre.float()),
+    ):
+        assert torch.isfinite(out).all()
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_family_rejects_bad_shapes():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="shapes do not fit"):
+        la.linear_attention_parallel(q, k[..., :3], v)
+    with pytest.raises(ValueError, match="4-D"):
+        la.linear_attention_recurrent(q[0], k[0], v[0])
+    with pytest.raises(ValueError, match="chunk_size"):
+        la.linear_attention_chunkwise(q, k, v, chunk_size=0)
+    with pytest.raises(ValueError, match="log_decay"):
+        la.decay_recurrence(q, k, v, log_decay=torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="beta"):
+        la.deltanet_parallel(q, k, v, torch.ones(2, 3, 28))
+    with pytest.raises(ValueError, match="gamma"):
+        la.retnet_parallel(q, k, v, torch.tensor([0.5, 1.5, 0.9]))
+    with pytest.raises(ValueError, match="i_pre"):
+        la.mlstm_parallel(q, k, v, torch.zeros(2, 29), torch.zeros(2, 3, 29))
+    with pytest.raises(ValueError, match="forget_gate"):
+        la.mlstm_recurrent(q, k, v, torch.zeros(2, 3, 29), torch.zeros(2, 3, 29), forget_gate="tanh")
