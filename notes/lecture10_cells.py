@@ -170,7 +170,8 @@ approaches 2 once the $T^2$ work outweighs fixed overheads, and for comparison w
 From here on the course's version, `course_utils.fast_attention.naive_attention`, does the work.
 """)
 
-code(r"""
+code(
+    r"""
 def seconds(fn, *args, repeats=3):
     # fastest of `repeats` calls of fn(*args), in seconds (the first call warms up)
     fn(*args)
@@ -214,7 +215,9 @@ ax.loglog(LENGTHS, [cost["naive memory"][0] * (n / LENGTHS[0]) ** 2 for n in LEN
 ax.set(xlabel="sequence length T", title="causal softmax attention, 4 heads, d = 32 (CPU)")
 ax.legend(fontsize=8)
 plt.show()
-""", IGNORE)
+""",
+    IGNORE,
+)
 
 md(r"""
 The memory line is the $T^2$ reference line, shifted: at $T = 2048$ the scores of only four heads
@@ -302,7 +305,8 @@ any CPU: for a model this small, fixed per-operation overheads eat much of the s
 widens with the model and the context.
 """)
 
-code(r"""
+code(
+    r"""
 new_tokens = 240
 positions_without = sum(prompt.shape[1] + i for i in range(new_tokens))
 positions_with = prompt.shape[1] + new_tokens - 1
@@ -315,7 +319,9 @@ t_with = seconds(fa.generate_with_cache, model, prompt, new_tokens, repeats=1)
 print(f"tokens per second: {new_tokens / t_without:.0f} without the cache, {new_tokens / t_with:.0f} with it "
       f"({t_without / t_with:.1f}x)")
 assert t_without > 1.5 * t_with, f"the cache makes generation faster: got {t_without / t_with:.2f}x"
-""", IGNORE)
+""",
+    IGNORE,
+)
 
 md(r"""
 The cache is not free: it holds $2 \times \text{layers} \times t \times D$ numbers per sequence, growing
@@ -395,7 +401,8 @@ naive formula, a loop of small matrix products; FlashAttention's speed comes fro
 inside one GPU kernel, where it saves memory traffic.)
 """)
 
-code(r"""
+code(
+    r"""
 peaks = {"naive": [], "tiled": []}
 with torch.no_grad():
     for seq_len in (1024, 2048):
@@ -409,7 +416,9 @@ for name, (small, large) in peaks.items():
 assert 3.6 < peaks["naive"][1] / peaks["naive"][0] < 4.4, "naive: quadratic"
 assert 1.6 < peaks["tiled"][1] / peaks["tiled"][0] < 2.4, "tiled: linear"
 assert peaks["tiled"][1] < peaks["naive"][1] / 20, "tiled attention holds far less at T = 2048"
-""", IGNORE)
+""",
+    IGNORE,
+)
 
 md(r"""
 ## 4. Linear attention
@@ -619,7 +628,8 @@ $1/(1-\gamma)$ tokens). The gate of GLA and Mamba-2 lets the *input* decide: a t
 gate ($a_t \approx 0$) and wipe the memory, or hold it open.
 """)
 
-code(r"""
+code(
+    r"""
 q, k, v = rand(1, 1, 400, 8, seed=14), rand(1, 1, 400, 8, seed=15), rand(1, 1, 400, 8, seed=16)
 norms = {}
 for name, log_decay in (("a = 1", None), ("RetNet, gamma = 0.95", torch.tensor([0.95], dtype=torch.float64).log())):
@@ -633,7 +643,9 @@ print("after a closed gate the model behaves as if the sequence started there:",
 assert norms["a = 1"][1] > 1.5 * norms["a = 1"][0], "without decay the state keeps growing (as sqrt(t) for random writes)"
 assert abs(norms["RetNet, gamma = 0.95"][1] / norms["RetNet, gamma = 0.95"][0] - 1) < 0.5, "with decay it settles"
 assert max_diff(wiped[:, :, 199:], restarted) < 1e-10
-""", IGNORE)
+""",
+    IGNORE,
+)
 
 md(r"""
 **DeltaNet.** Linear attention only *adds* to its memory: writing a new value under a key that is
@@ -1153,7 +1165,8 @@ $z = -0.9$ with a strong input gate ($\tilde i = 8$), the forget gate wide open 
 new input to its full memory; the sLSTM's normalised memory moves almost all the way to the new value:
 """)
 
-code(r"""
+code(
+    r"""
 steps = 11
 i_pre = torch.zeros(1, steps, 1, dtype=torch.float64)
 i_pre[:, -1] = 8.0                                                             # the last input is written strongly
@@ -1169,7 +1182,9 @@ print(f"after the new input: sLSTM memory c/n = {memory_slstm[-1].item():+.3f} (
       f"LSTM cell c = {c.item():+.3f}")
 assert memory_slstm[-1] < -0.8 and abs(memory_slstm[-2] - 0.9) < 1e-9, "the sLSTM's memory is revised to about -0.9"
 assert c.item() > 3.0, "the LSTM's cell still holds the sum of what it stored"
-""")
+""",
+    IGNORE,
+)
 
 md(r"""
 ## 9. Reformer: attention within hash buckets
@@ -1187,7 +1202,8 @@ them (written with a dense mask, to see the idea, not to save anything), and the
 probability that a query's true top-scoring key shares its bucket.
 """)
 
-code(r"""
+code(
+    r"""
 def lsh_buckets(x, n_buckets, generator):
     # x (B, H, T, d) -> bucket ids (B, H, T) in [0, n_buckets): nearest of n_buckets random directions
     rotations = torch.randn(x.shape[-1], n_buckets // 2, generator=generator, dtype=x.dtype)   # (d, n_b / 2)
@@ -1243,7 +1259,9 @@ sizes = torch.bincount(buckets.flatten(), minlength=8)
 print("bucket sizes:", sizes.tolist(), "| each query sees", f"{(sizes.double() ** 2).sum().item() / 512**2:.0%}",
       "of the score matrix (before the causal mask)")
 assert (sizes ** 2).sum() < 0.3 * 512**2
-""", IGNORE)
+""",
+    IGNORE,
+)
 
 md(r"""
 With shared queries and keys the hash is exact about one thing: a query always lands with itself.
@@ -1422,7 +1440,8 @@ The training loop is unit 08's, shortened. One run is scored by its cross-entrop
 validation windows; each model trains with three seeds (initialisation and window order).
 """)
 
-code(r"""
+code(
+    r"""
 # Not checked: this cell only trains (its progress line varies); the next cell prints and checks the results
 text = python_docs_text(max_chars=300_000)
 chars = sorted(set(text))
@@ -1463,9 +1482,12 @@ for kind, seed in progress([(kind, seed) for kind in KINDS for seed in SEEDS], d
     val_loss[kind].append(loss)
     if seed == SEEDS[0]:
         trained[kind] = lm.cpu()
-""", IGNORE)
+""",
+    IGNORE,
+)
 
-code(r"""
+code(
+    r"""
 frequencies = torch.bincount(train_ids.cpu(), minlength=vocab_size).double() / len(train_ids)
 unigram_entropy = -(frequencies[frequencies > 0] * frequencies[frequencies > 0].log()).sum().item()
 mean = {kind: sum(v) / len(v) for kind, v in val_loss.items()}
@@ -1481,7 +1503,9 @@ assert max(val_loss["gated"]) < min(val_loss["softmax"]) - 0.05, "gated beats so
 assert max(val_loss["rwkv"]) < min(val_loss["softmax"]) - 0.2, "RWKV beats softmax in every seed at this budget"
 assert max(val_loss["rwkv"]) < min(val_loss["gated"]), "RWKV's token shift is worth more still"
 assert abs(mean["linear"] - mean["softmax"]) < 0.15, "linear and softmax attention are close at this budget"
-""", IGNORE)
+""",
+    IGNORE,
+)
 
 md(r"""
 **Reading the table.** At this budget the two models with a built-in sense of *recency* win
@@ -1536,7 +1560,8 @@ for row in range(len(records["softmax"])):
     print(f"{records['softmax'][row][0]:6d} " + " ".join(f"{records[kind][row][1]:16,d}" for kind in KINDS))
 """)
 
-code(r"""
+code(
+    r"""
 # Not checked: timing (per-token times vary with the machine and its load); the sample text varies with the hardware
 for kind in KINDS:
     times = [1e3 * r[2] for r in records[kind]]
@@ -1553,7 +1578,9 @@ axes[1].set(xlabel="tokens in the context", ylabel="ms per token", title="time p
 axes[0].legend()
 plt.tight_layout()
 plt.show()
-""", IGNORE)
+""",
+    IGNORE,
+)
 
 code(r"""
 growth = {kind: records[kind][-1][1] / records[kind][0][1] for kind in KINDS}
