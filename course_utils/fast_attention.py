@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from .attention import masked_softmax
 from .decoding import sample_next
+from .gpt import apply_rope
 
 
 def check_qkv(q: object, k: object, v: object, same_length: bool = True) -> None:
@@ -150,8 +151,6 @@ def _cached_attention(attn, x: torch.Tensor, cache: KVCache, layer: int, rope, b
     q, k, v = attn.qkv(x).split(d_model, dim=-1)  # (B, T_new, D) each
     q, k, v = (t.view(batch_size, seq_len, attn.num_heads, -1).transpose(1, 2) for t in (q, k, v))  # (B, H, T_new, dh)
     if rope is not None:
-        from .gpt import apply_rope
-
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
     keys, values = cache.append(layer, k, v)  # (B, H, L + T_new, d_head)
     if bias is None:  # new token i sits at position L + i and may see keys 0 .. L + i
@@ -264,7 +263,8 @@ def lsh_buckets(x: torch.Tensor, n_buckets: int, generator: torch.Generator | No
         raise ValueError(f"x must be a 4-D floating tensor (B, H, T, d), got {getattr(x, 'shape', x)!r}")
     if not isinstance(n_buckets, int) or n_buckets < 2 or n_buckets % 2:
         raise ValueError(f"n_buckets must be an even int >= 2, got {n_buckets!r}")
-    rotation = torch.randn(x.shape[-1], n_buckets // 2, generator=generator, dtype=x.dtype)  # (d, n/2)
+    where = generator.device if generator is not None else "cpu"
+    rotation = torch.randn(x.shape[-1], n_buckets // 2, generator=generator, dtype=x.dtype, device=where)  # (d, n/2)
     projected = x @ rotation.to(x.device)  # (B, H, T, n/2)
     return torch.cat([projected, -projected], dim=-1).argmax(dim=-1)  # (B, H, T)
 

@@ -187,10 +187,10 @@ class RWKVBlock(nn.Module):
     with the returned state (``mode="recurrent"``) gives the same outputs as one parallel pass.
     """
 
-    def __init__(self, d_model: int, layer_frac: float = 0.5):
+    def __init__(self, d_model: int, layer_frac: float = 0.5, hidden: int | None = None):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.time_mix, self.channel_mix = TimeMix(d_model, layer_frac), ChannelMix(d_model)
+        self.time_mix, self.channel_mix = TimeMix(d_model, layer_frac), ChannelMix(d_model, hidden)
 
     def forward(self, x: torch.Tensor, state: tuple | None = None, mode: str = "parallel"):
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.ln1.normalized_shape[0]:

@@ -163,14 +163,14 @@ def selective_scan_sequential(
     """Mamba's selective SSM step by step: ``h_t = exp(Δ_t A) ⊙ h_{t-1} + Δ_t B_t u_t``, ``y_t = C_t · h_t + D u_t``.
 
     ``u, delta (B, T, D)`` (``delta > 0``, e.g. a softplus), ``A (D, N)`` (negative), ``B, C (B, T, N)``,
-    ``D (D,)`` or ``None`` -> ``y (B, T, D)``. The state ``h (B, D, N)`` is all that is carried.
+    ``D (D,)`` or ``None`` -> ``y (B, T, D)``. The state ``h (B, D, N)`` is all that is carried from step to step.
     """
     _check_selective(u, delta, A, B, C, D)
-    a, b = _selective_terms(u, delta, A, B)  # (B, T, D, N) each
     h = u.new_zeros(u.shape[0], *A.shape)  # (B, D, N)
     outs = []
-    for t in range(u.shape[1]):
-        h = a[:, t] * h + b[:, t]  # (B, D, N)
+    for t in range(u.shape[1]):  # the step's factors are formed inside the loop: memory O(B D N), not O(B T D N)
+        a_t, b_t = _selective_terms(u[:, t : t + 1], delta[:, t : t + 1], A, B[:, t : t + 1])  # (B, 1, D, N) each
+        h = a_t[:, 0] * h + b_t[:, 0]  # (B, D, N)
         outs.append((h * C[:, t, None, :]).sum(dim=-1))  # (B, D)
     y = torch.stack(outs, dim=1)  # (B, T, D)
     return y if D is None else y + D * u
