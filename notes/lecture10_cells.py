@@ -208,6 +208,7 @@ assert 1.9 < growth["naive memory"] < 2.1, f"memory grows as T^2: got exponent {
 assert cost["naive memory"][-1] > 100 * 2**20, "over a hundred megabytes at T = 2048"
 time_exponent = slope(LENGTHS[1:], cost["naive time"][1:])
 assert time_exponent > 1.3, f"time grows faster than linearly, towards T^2: got exponent {time_exponent:.2f}"
+assert cost["sdpa time"][-1] < cost["naive time"][-1], "the fused SDPA is faster than the naive formula at T = 2048"
 
 fig, ax = plt.subplots(figsize=(6, 3.2))
 for name, values in cost.items():
@@ -399,9 +400,9 @@ assert max_diff(out, library_out) < 1e-12 and max_diff(lse, library_lse) < 1e-12
 md(r"""
 Same numbers; now the memory, measured on the course's versions (`fa.naive_attention`, `fa.tiled_attention`). Naive attention's peak grows fourfold when $T$ doubles, the tiled
 version's only twofold: it holds the output, one block of queries with its running statistics and
-one $64\times 64$ block of scores at a time. (In Python on a CPU the tiling is *slower* than the
-naive formula, a loop of small matrix products; FlashAttention's speed comes from running the loop
-inside one GPU kernel, where it saves memory traffic.)
+one $64\times 64$ block of scores at a time. (Our loop is written in Python for clarity, not speed;
+FlashAttention's speed comes from running the same loop inside one GPU kernel, where the tiles stay
+in fast on-chip memory and the saving is in memory traffic.)
 """)
 
 code(
@@ -1270,10 +1271,10 @@ assert (sizes**2).sum() < 0.2 * 512**2, "about an eighth of the score matrix"
 md(r"""
 With shared queries and keys the hash is exact about one thing: a query always lands with itself.
 The rest is probability. Eight buckets cut the score matrix to about an eighth, and a query's best
-key shares its bucket most of the time for these well-separated data; more rounds recover more of
-the misses, at the price of one more attention pass per round. Real attention patterns are less
-clean, and the Reformer's gains were modest in practice; the hashing idea lives on in retrieval and
-nearest-neighbour search.
+key shares its bucket most of the time; more rounds recover more of the misses, at the price of one
+more attention pass per round. Our queries are noisy copies of their best keys, a favourable case:
+how much hashing loses depends on how far a query's top keys stand out from the rest. The same idea,
+hashing to find near neighbours, is the basis of approximate nearest-neighbour search.
 """)
 
 
@@ -1296,7 +1297,7 @@ initialisation, AdamW at $3\cdot10^{-3}$ with a short warm-up, clipping at 1, an
 token-shifting models need no position embeddings: the order is in their recurrence. Training uses
 each model's parallel form and generation its step form. The RWKV block trains with WKV computed as
 a batched matrix product over channels (every channel's decay matrix times its $e^{k}v$ column),
-fifteen times faster than the $(B, T, T, C)$ softmax form of section 6 and checked equal to it below;
+which never builds the $(B, T, T, C)$ tensor of section 6's softmax form and is checked equal to it below;
 the keys are shifted by their maximum first, which changes nothing (section 6) and keeps every
 exponential at most 1. Every model must produce the same logits step by step as in parallel.
 """)
@@ -1518,10 +1519,11 @@ ahead, the RWKV block, whose token shift hands every layer the previous characte
 character model the single most useful fact. Softmax and linear attention must first learn from
 their position embeddings that nearby characters matter, and after 150 steps they are about
 level with each other. This is a statement about *150 steps on tiny models*, not about the
-architectures at scale: with enough data and steps a softmax transformer catches up and, on tasks
-that need exact retrieval from far back (copying, looking up a name mentioned pages ago), remains
-ahead of every fixed-size state — that is what its growing cache buys. A finding at one budget and
-size does not transfer automatically to another (unit 08).
+architectures at scale, where the papers cited below train for billions of tokens. One limit of
+every fixed-size state is structural, though: it cannot hold an exact copy of an arbitrarily long
+context, so tasks that need exact retrieval from far back (copying, looking up a name mentioned
+pages ago) favour the softmax model's growing cache — that is what the cache buys. A finding at one
+budget and size does not transfer automatically to another (unit 08).
 
 **Generation: memory and speed against context length.** Now what each model *holds* while it
 writes. The softmax model's key-value cache grows by $2\cdot\text{layers}\cdot D$ numbers per token;
@@ -1593,15 +1595,17 @@ assert growth["softmax"] == 8.0, "the KV cache grows linearly: 8 times the token
 assert all(growth[kind] == 1.0 for kind in ("linear", "gated", "rwkv")), "a recurrent state does not grow"
 layers, d_model = len(trained["softmax"].mixers), 64
 assert records["softmax"][-1][1] == 2 * layers * 512 * d_model * 4, "cache = 2 x layers x tokens x D floats"
+final = {kind: records[kind][-1][1] for kind in KINDS}
+assert final["rwkv"] < final["gated"] < final["linear"] < final["softmax"], "RWKV's state is the smallest"
 """)
 
 md(r"""
 The byte counts are exact: the cache grows linearly, the states stay flat (RWKV's is the smallest,
 $4D$ numbers per layer; the linear and gated models hold a $d_{head}\times d_{head}$ matrix per head).
-The per-token *times* of models this small are set by the fixed cost of some forty small operations
-per step, not by the arithmetic, so the softmax model's growing attention barely shows in them at
-512 tokens; at long contexts it dominates (the course's `benchmarks/long_context.py` measures time
-and memory up to many thousands of tokens). What each buys and costs, in one line each:
+The per-token *times* of models this small are set mostly by the fixed cost of the many small
+operations of a step, not by the arithmetic, so they are shown, not compared; at long contexts the
+softmax model's attention over its cache dominates (the course's `benchmarks/long_context.py`
+measures time and memory per token up to many thousands of tokens). What each buys and costs, in one line each:
 
 - **softmax attention**: exact retrieval from anywhere in the context; memory and per-token work grow with the context;
 - **linear attention**: a constant state and constant work per token, but a state that only accumulates, and
