@@ -440,7 +440,7 @@ $$o_t = \frac{\phi(q_t)^\top \sum_{s\le t} \phi(k_s)\,v_s^\top}{\phi(q_t)^\top \
 
 That is a recurrent network whose state is a $d_k\times d_v$ matrix $S_t$ and a vector $z_t$: each new
 token costs $O(d_k d_v)$ whatever $t$ is, and the memory of generation is constant. (We store $S$ as
-$d_k \times d_v$ so that $o_t = \phi(q_t)^\top S_t$; the issue's table writes its transpose, $S_t q_t$.) Three ways to compute
+$d_k \times d_v$ so that $o_t = \phi(q_t)^\top S_t$; many papers write its transpose, $o_t = S_t q_t$.) Three ways to compute
 the same thing:
 
 - **parallel**: $O = \big((\phi(Q)\phi(K)^\top) \odot M\big)V$ row-normalised, with $M$ the lower-triangular
