@@ -38,7 +38,7 @@ for the same number of steps on the course's text.
   equal to `F.scaled_dot_product_attention` while never holding a $T\times T$ matrix;
 - write linear attention in its parallel, recurrent and chunkwise forms and show they are equal;
 - write RetNet, gated linear attention, DeltaNet and the mLSTM as one recurrence
-  $S_t = a_t\,S_{t-1} + v_t k_t^\top$, each in a recurrent and a parallel form;
+  $S_t = a_t\,S_{t-1} + k_t v_t^\top$, each in a recurrent and a parallel form;
 - compute RWKV's WKV operator stably, and run an RWKV block in "GPT mode" and "RNN mode";
 - discretise a state-space model, compute it as a convolution and as a recurrence, and run Mamba's
   selective scan sequentially and as a parallel associative scan;
@@ -1516,7 +1516,7 @@ md(r"""
 **Reading the table.** At this budget the two models with a built-in sense of *recency* win
 clearly, in every seed: the gated model (its decay lets each head keep a short memory) and, further
 ahead, the RWKV block, whose token shift hands every layer the previous character directly — for a
-character model the single most useful fact. Softmax and linear attention must first learn from
+character model a very useful fact. Softmax and linear attention must first learn from
 their position embeddings that nearby characters matter, and after 150 steps they are about
 level with each other. This is a statement about *150 steps on tiny models*, not about the
 architectures at scale, where the papers cited below train for billions of tokens. One limit of
