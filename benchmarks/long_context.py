@@ -22,10 +22,10 @@ Two measurements per length ``T``:
    ``torch.cuda.max_memory_allocated``. On a CPU there is no allocator counter, so the peak is the process's
    resident-set high-water mark (``VmHWM``), reset before each pass through ``/proc/self/clear_refs``; glibc
    is first told (``mallopt``) to serve every block of 64 KiB or more by ``mmap``, so that freed tensors
-   leave the resident set and new ones enter it. These memory passes run after all timings, in a fresh
-   process per method (the setting slows small allocations, and memory freed earlier in a process would be
-   reused without showing), each after one unmeasured warm-up pass; a 64 MiB tensor checks the method in
-   each process (printed).
+   leave the resident set and new ones enter it, and ``malloc_trim`` releases the pages of free heap chunks
+   before each pass, so that a pass reusing them counts them too. These memory passes run after all
+   timings, in a fresh process per method (the setting slows small allocations), each after one unmeasured
+   warm-up pass; a 64 MiB tensor checks the method in each process (printed).
 2. **per generated token**: the time to mix one new token into a context of ``T`` tokens, and the memory held
    between tokens: the key-value cache ``2 B H T d_head`` numbers for the softmax methods, the fixed state
    (``S`` and ``z`` per head; the scan's ``h (B, D, N)``) for the recurrent ones. These sizes are computed
@@ -71,7 +71,9 @@ ROOT = Path(__file__).resolve().parents[1]
 class PeakMemory:
     """Peak bytes allocated while a function runs, beyond what was allocated before it (see the module doc)."""
 
-    CPU_METHOD = "resident-set high-water mark (VmHWM, reset by /proc/self/clear_refs), mallopt mmap >= 64 KiB"
+    CPU_METHOD = (
+        "resident-set high-water mark (VmHWM, reset by /proc/self/clear_refs after malloc_trim), mallopt mmap >= 64 KiB"
+    )
 
     def __init__(self, device: torch.device):
         self.device, self.available = device, True
@@ -82,8 +84,8 @@ class PeakMemory:
             libc = ctypes.CDLL("libc.so.6")
             with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
                 f.write("5")
-            libc.malloc_trim(0)
             libc.mallopt(-3, 64 * 1024)  # M_MMAP_THRESHOLD: blocks >= 64 KiB by mmap, returned on free
+            self.trim = libc.malloc_trim
             self.method = self.CPU_METHOD
         except OSError as exc:
             self.available, self.method = False, f"not measured on this system ({exc})"
@@ -102,7 +104,8 @@ class PeakMemory:
             out = fn()
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() - base
-        else:
+        else:  # free heap pages leave the resident set, so that reusing them counts too
+            self.trim(0)
             with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
                 f.write("5")  # VmHWM := VmRSS
             base = self._status("VmRSS")

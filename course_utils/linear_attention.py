@@ -93,15 +93,14 @@ def linear_attention_recurrent(
         z = q.new_zeros(batch_size, num_heads, d_k)  # (B, H, d_k)
     else:
         S, z = state
-    outs = []
+    out = q.new_empty(batch_size, num_heads, seq_len, v.shape[-1])  # (B, H, T, d_v), filled step by step
     for t in range(seq_len):
         S = S + fk[:, :, t, :, None] * v[:, :, t, None, :]  # (B, H, d_k, d_v)
         z = z + fk[:, :, t]  # (B, H, d_k)
         o = (fq[:, :, t, :, None] * S).sum(dim=-2)  # (B, H, d_v)
         if normalize:
             o = o / (fq[:, :, t] * z).sum(dim=-1, keepdim=True)
-        outs.append(o)
-    out = torch.stack(outs, dim=2)  # (B, H, T, d_v)
+        out[:, :, t] = o
     return (out, (S, z)) if return_state else out
 
 

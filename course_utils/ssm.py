@@ -167,12 +167,11 @@ def selective_scan_sequential(
     """
     _check_selective(u, delta, A, B, C, D)
     h = u.new_zeros(u.shape[0], *A.shape)  # (B, D, N)
-    outs = []
+    y = u.new_empty(u.shape)  # (B, T, D), filled step by step
     for t in range(u.shape[1]):  # the step's factors are formed inside the loop: memory O(B D N), not O(B T D N)
         a_t, b_t = _selective_terms(u[:, t : t + 1], delta[:, t : t + 1], A, B[:, t : t + 1])  # (B, 1, D, N) each
         h = a_t[:, 0] * h + b_t[:, 0]  # (B, D, N)
-        outs.append((h * C[:, t, None, :]).sum(dim=-1))  # (B, D)
-    y = torch.stack(outs, dim=1)  # (B, T, D)
+        y[:, t] = (h * C[:, t, None, :]).sum(dim=-1)  # (B, D)
     return y if D is None else y + D * u
 
 
