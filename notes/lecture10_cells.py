@@ -1260,6 +1260,9 @@ one_bucket = torch.zeros(1, 1, 512, dtype=torch.long)
 assert max_diff(bucket_attention(keys, keys, values, one_bucket, one_bucket), naive_attention(keys, keys, values)) < 1e-12, \
     "with a single bucket it is ordinary causal attention"
 approximate = bucket_attention(keys, keys, values, buckets, buckets)            # (B, H, T, d_v)
+assert approximate.isfinite().all(), "no query is left without a key: each sees at least itself"
+library = fa.lsh_attention(keys, keys, values, 8, torch.Generator().manual_seed(0))
+assert max_diff(approximate, library) < 1e-12, "course_utils.fast_attention.lsh_attention agrees"
 sizes = torch.bincount(buckets.flatten(), minlength=8)
 print("bucket sizes:", sizes.tolist(), "| each query sees", f"{(sizes.double() ** 2).sum().item() / 512**2:.0%}",
       "of the score matrix (before the causal mask)")
@@ -1269,7 +1272,9 @@ assert (sizes**2).sum() < 0.2 * 512**2, "about an eighth of the score matrix"
 )
 
 md(r"""
-With shared queries and keys the hash is exact about one thing: a query always lands with itself.
+With shared queries and keys the hash is exact about one thing: a query always lands with itself,
+so no row of the restricted attention is empty (checked above, along with the course's
+`fa.lsh_attention`, which computes the same and takes several rounds if asked).
 The rest is probability. Eight buckets cut the score matrix to about an eighth, and a query's best
 key shares its bucket most of the time; more rounds recover more of the misses, at the price of one
 more attention pass per round. Our queries are noisy copies of their best keys, a favourable case:
