@@ -36,8 +36,6 @@ One module per concern, grown unit by unit:
 - ``rwkv``      unit 10: RWKV's WKV operator (naive, max-subtracted parallel, stable recurrent), an RWKV block
 - ``ssm``       unit 10: zero-order hold, S4's convolution and recurrent views, the associative scan,
                 Mamba's selective scan, xLSTM's sLSTM cell
-- ``mixers``    unit 10: ``MixerLM``, one small LM with a softmax, linear, gated or RWKV token mixer, its
-                generation state (KV cache or constant-size recurrent state) and ``generate``
 
 The instructors' autograder is not part of it: it is the top-level package ``grader``.
 """
