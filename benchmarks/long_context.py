@@ -223,6 +223,7 @@ def memory_child(args, method: str, lengths: list[int]) -> None:
     if not memory.available:
         print(f"unavailable {memory.method}")
         return
+    torch.ones(16 * MiB)  # the first operation's own allocations (ATen's start-up) are not the check's
     print(f"check {memory.measure(lambda: torch.ones(16 * MiB))}")
     for seq_len in lengths:
         data = inputs(method, seq_len, args, device)
