@@ -75,9 +75,12 @@ def scaled_dot_product_attention(
     return weights @ value, weights  # (..., T_q, d_v)
 
 
-def causal_mask(seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """``(T, T)`` bool, True on and below the diagonal: position t may attend to 0..t only."""
-    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
+def causal_mask(seq_len: int, device: torch.device | str | None = None, diagonal: int = 0) -> torch.Tensor:
+    """``(T, T)`` bool, True on and below the diagonal: position t may attend to 0..t only.
+
+    ``diagonal=-1`` gives the strictly lower triangle (``s < t``), as ``torch.tril`` counts diagonals.
+    """
+    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril(diagonal)
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:

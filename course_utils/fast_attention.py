@@ -23,7 +23,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .attention import masked_softmax
+from .attention import causal_mask, masked_softmax
 from .decoding import sample_next
 from .gpt import apply_rope
 
@@ -55,9 +55,7 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     check_qkv(q, k, v, same_length=causal)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
     if causal:
-        seq_len = q.shape[2]
-        future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).triu(1)  # (T, T)
-        scores = scores.masked_fill(future, float("-inf"))
+        scores = scores.masked_fill(~causal_mask(q.shape[2], q.device), float("-inf"))  # (B, H, T, T)
     return scores.softmax(dim=-1) @ v  # (B, H, T, d_v)
 
 
@@ -304,7 +302,7 @@ def lsh_attention(
     check_qkv(q, k, v, same_length=causal)
     allowed = _same_bucket(q, k, n_buckets, n_rounds, generator)  # (B, H, T, T)
     if causal:
-        allowed &= torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+        allowed &= causal_mask(q.shape[2], q.device)  # (T, T): causal needs T_q == T_k
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
     return masked_softmax(scores, allowed) @ v  # (B, H, T, d_v)
 

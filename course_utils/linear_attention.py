@@ -27,6 +27,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from .attention import causal_mask
 from .fast_attention import check_qkv
 
 FeatureMap = Callable[[torch.Tensor], torch.Tensor] | None
@@ -40,10 +41,6 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
 
 def _features(q, k, feature_map: FeatureMap):
     return (q, k) if feature_map is None else (feature_map(q), feature_map(k))
-
-
-def _causal(seq_len: int, device, diagonal: int = 0) -> torch.Tensor:
-    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril(diagonal)  # (T, T)
 
 
 def _per_step(x: object, q: torch.Tensor, name: str) -> torch.Tensor:
@@ -68,7 +65,7 @@ def linear_attention_parallel(
     """
     check_qkv(q, k, v)
     fq, fk = _features(q, k, feature_map)
-    weights = (fq @ fk.transpose(-2, -1)).masked_fill(~_causal(q.shape[2], q.device), 0.0)  # (B, H, T, T)
+    weights = (fq @ fk.transpose(-2, -1)).masked_fill(~causal_mask(q.shape[2], q.device), 0.0)  # (B, H, T, T)
     out = weights @ v  # (B, H, T, d_v)
     return out / weights.sum(dim=-1, keepdim=True) if normalize else out
 
@@ -126,7 +123,7 @@ def linear_attention_chunkwise(
     outs = []
     for c0 in range(0, seq_len, chunk_size):
         qc, kc, vc = fq[:, :, c0 : c0 + chunk_size], fk[:, :, c0 : c0 + chunk_size], v[:, :, c0 : c0 + chunk_size]
-        weights = (qc @ kc.transpose(-2, -1)).masked_fill(~_causal(qc.shape[2], q.device), 0.0)  # (B, H, C, C)
+        weights = (qc @ kc.transpose(-2, -1)).masked_fill(~causal_mask(qc.shape[2], q.device), 0.0)  # (B, H, C, C)
         num = weights @ vc + qc @ S  # (B, H, C, d_v)
         if normalize:
             num = num / (weights.sum(dim=-1, keepdim=True) + qc @ z.transpose(-2, -1))  # (B, H, C, d_v)
@@ -189,7 +186,7 @@ def _decay_matrix(cum: torch.Tensor) -> torch.Tensor:
     """``D[t, s] = exp(cum_t - cum_s)`` for ``s ≤ t``, else 0, from cumulative log decays ``cum (..., T)``."""
     seq_len = cum.shape[-1]
     diff = cum[..., :, None] - cum[..., None, :]  # (..., T, T)
-    diff = diff.masked_fill(~_causal(seq_len, cum.device), float("-inf"))  # exp(-inf) = 0: no overflow above
+    diff = diff.masked_fill(~causal_mask(seq_len, cum.device), float("-inf"))  # exp(-inf) = 0: no overflow above
     return diff.exp()  # (..., T, T)
 
 
@@ -263,11 +260,11 @@ def deltanet_parallel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: t
     check_qkv(q, k, v)
     beta = _per_step(beta, q, "beta")
     seq_len = q.shape[2]
-    strict = _causal(seq_len, q.device, -1)  # (T, T): j < t
+    strict = causal_mask(seq_len, q.device, -1)  # (T, T): j < t
     system = (beta[..., None] * (k @ k.transpose(-2, -1))).masked_fill(~strict, 0.0)  # (B, H, T, T)
     system = system + torch.eye(seq_len, dtype=q.dtype, device=q.device)  # (B, H, T, T)
     u = torch.linalg.solve_triangular(system, beta[..., None] * v, upper=False, unitriangular=True)  # (B, H, T, d_v)
-    weights = (q @ k.transpose(-2, -1)).masked_fill(~_causal(seq_len, q.device), 0.0)  # (B, H, T, T)
+    weights = (q @ k.transpose(-2, -1)).masked_fill(~causal_mask(seq_len, q.device), 0.0)  # (B, H, T, T)
     return weights @ u  # (B, H, T, d_v)
 
 
@@ -301,7 +298,7 @@ def mlstm_parallel(
     i_pre, f_pre = _per_step(i_pre, q, "i_pre"), _per_step(f_pre, q, "f_pre")
     cum = _log_forget(f_pre, forget_gate).cumsum(dim=-1)  # (B, H, T)
     log_d = cum[..., :, None] - cum[..., None, :] + i_pre[..., None, :]  # (B, H, T, T)
-    log_d = log_d.masked_fill(~_causal(q.shape[2], q.device), float("-inf"))
+    log_d = log_d.masked_fill(~causal_mask(q.shape[2], q.device), float("-inf"))
     m = log_d.amax(dim=-1, keepdim=True)  # (B, H, T, 1)
     weights = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]) * (log_d - m).exp()  # (B, H, T, T)
     normaliser = torch.maximum(weights.sum(dim=-1, keepdim=True).abs(), (-m).exp())  # (B, H, T, 1)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .attention import causal_mask
+
 
 def _check_wkv(w: object, u: object, k: object, v: object) -> None:
     for name, x in (("k", k), ("v", v)):
@@ -42,7 +44,7 @@ def _log_weights(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor) -> torch.Ten
     diagonal = (u.to(k.dtype) + k)[:, :, None, :]  # (B, T, 1, C)
     eye = torch.eye(seq_len, dtype=torch.bool, device=k.device)[None, :, :, None]  # (1, T, T, 1)
     logw = torch.where(eye, diagonal, logw)
-    future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=k.device).triu(1)[None, :, :, None]
+    future = ~causal_mask(seq_len, k.device)[None, :, :, None]  # (1, T, T, 1)
     return logw.masked_fill(future, float("-inf"))  # (B, T, T, C)
 
 
