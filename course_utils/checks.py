@@ -8,10 +8,13 @@ and, where it helps, the likely mistake (``hint``). They check types strictly
     check_shape(out, (2, 5), "masked_softmax(...)")
     check_close(out, reference, "masked_softmax(...)", hint="did you softmax over dim=-1?")
     check_sums_to_one(out, dim=-1, name="attention weights")
-    with forbid(F.scaled_dot_product_attention, course_attention.MultiHeadAttention):
+    with forbid(F.scaled_dot_product_attention, course_attention.MultiHeadAttention), watch_work() as work:
         student_attention(q, k, v)
+    check_method(work.largest < seq_len * seq_len, "student_attention", "it built the (T, T) matrix")
 
-``forbid`` is the call guard of ``course_utils.guard``, re-exported here for test cells.
+``forbid`` is the call guard of ``course_utils.guard`` and ``watch_work`` the work watch of
+``course_utils.work``, re-exported here for test cells. ``check_method`` is the one assertion about *how*
+a result was computed (work, memory, rounds, dtypes), as opposed to its value.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import torch
 
 from .guard import ForbiddenCall, forbid  # noqa: F401 - re-exported for test cells
+from .work import Work, watch_work  # noqa: F401 - re-exported for test cells
 
 
 def _fail(name: str, problem: str, hint: str | None) -> None:
@@ -133,6 +137,25 @@ def _type_mismatch(actual: Any, expected: Any, path: str) -> tuple[str, str, str
             if expected and type(item) not in allowed:
                 return f"{path} element", "|".join(sorted(t.__name__ for t in allowed)), type(item).__name__
     return None
+
+
+class WrongMethod(AssertionError):
+    """The right values, reached by another method than the one the part teaches (see ``check_method``)."""
+
+
+def check_method(ok: bool, name: str, problem: str, hint: str | None = None) -> None:
+    """Assert that the method a part teaches was used: ``ok`` is a fact measured about the work.
+
+    ``problem`` says what was measured when ``ok`` is false ("its operations grew 40x when the hidden size
+    grew 8x"); ``hint`` names the method. Every test assertion about how a value was computed goes through
+    this function, so that the mistake banks can prove that a wrong-method answer would earn the points
+    without it (``tests/banks/notebook_cells.py``, ``checks_off``).
+    """
+    if type(ok) is not bool:
+        raise TypeError(f"check_method: ok must be a bool, got {type(ok).__name__}")
+    if not ok:
+        message = f"{name}: {problem}" + (f"\nHint: {hint}" if hint else "")
+        raise WrongMethod(message)
 
 
 def check_sums_to_one(tensor: torch.Tensor, dim: int, name: str, atol: float = 1e-5, hint: str | None = None) -> None:

@@ -1,0 +1,78 @@
+"""How a test's call did its work: the tensor operations it ran, the largest tensor it made, the dtypes.
+
+Some exercise parts teach a *method* (BPTT by hand, tiled attention, a chunkwise recurrence, a scan), and
+right values reached another way must not earn their points. Their tests run the student's code inside
+``watch_work()`` and then assert what the method implies about the work, with
+:func:`course_utils.checks.check_method`:
+
+    with forbid(...), watch_work() as small:
+        bptt_grads(x, y, W_hx, W_hh, W_qh)                    # H = 4
+    with forbid(...), watch_work() as large:
+        bptt_grads(x, y, W_hx_big, W_hh_big, W_qh_big)        # H = 32
+    check_method(large.ops <= 1.2 * small.ops + 10, "bptt_grads", "the work grew with the hidden size", hint=...)
+
+The watch counts at PyTorch's dispatcher (a ``TorchDispatchMode``), below the torch-function layer: it sees
+every ATen operation, also those run inside a custom ``autograd.Function``, a torch-function handler or a
+composite operator. Operations that reach the dispatcher while the torch-function layer is switched off
+(``torch._C.DisableTorchFunction``) are refused, since they would also hide from the call guard
+(:mod:`course_utils.guard` applies the same rule to its blocks).
+
+What a :class:`Work` records:
+
+- ``ops``: ATen operations run (views and in-place ones included; a composite such as ``F.linear`` counts
+  as the kernels it runs);
+- ``largest`` / ``largest_op``: the number of elements of the largest tensor an operation returned, and
+  which operation returned it;
+- ``dtypes``: every dtype an operation returned (a complex dtype betrays the complex-step derivative);
+- ``counts``: operations by ATen name (``"aten::mm"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from .guard import function_layer_required
+
+__all__ = ["Work", "watch_work"]
+
+
+@dataclass
+class Work:
+    """What ran inside one ``watch_work()`` block (filled in while it runs)."""
+
+    ops: int = 0
+    largest: int = 0
+    largest_op: str = ""
+    dtypes: set[torch.dtype] = field(default_factory=set)
+    counts: Counter = field(default_factory=Counter)
+
+    @property
+    def complex(self) -> bool:
+        """True when some operation returned a complex tensor."""
+        return any(dtype.is_complex for dtype in self.dtypes)
+
+    def record(self, name: str, result: object) -> None:
+        self.ops += 1
+        self.counts[name] += 1
+        for item in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(item, torch.Tensor):
+                self.dtypes.add(item.dtype)
+                if item.numel() > self.largest:
+                    self.largest, self.largest_op = item.numel(), name
+
+
+@contextlib.contextmanager
+def watch_work() -> Iterator[Work]:
+    """Record the work of the enclosed block into the :class:`Work` it yields.
+
+    Watches may nest (each records what runs inside it). Raises ``AssertionError`` (the guard's
+    ``ForbiddenCall``) when an operation runs with the torch-function layer switched off.
+    """
+    work = Work()
+    with function_layer_required(on_op=work.record):
+        yield work
