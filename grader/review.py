@@ -45,14 +45,16 @@ SUSPICIOUS = {
     r"|__import__|importlib",
     "patching": r"setattr\s*\(|mock\b|\b(torch|np|numpy|math|testing|checks|F|nn|builtins)(\s*\.\s*\w+)+\s*=[^=]",
     "torch-internals": r"FunctionMode|DispatchMode|__torch_function__|__torch_dispatch__"
-    r"|torch\s*\.\s*library|torch\s*\.\s*_C",
+    r"|torch\s*\.\s*library|torch\s*\.\s*_C\b|\b_C\s*\.|DisableTorch|_disabled_torch|_DisablePython",
+    # complex arithmetic: the complex-step derivative (Im f(x + ih) / h) in a part that asks for gradients by hand
+    "complex-numbers": r"\bcomplex(64|128)\b|\bcomplex\s*\(|\bc(float|double)\b|\.imag\b|\bview_as_complex\b|(?<![\w.])\d+(\.\d*)?j\b",
     "grader": r"\b(import|from)\s+grader\b|\bgrader\s*\.\s*(runner|sandbox|review|plan|feedback|cli|autograde)\b"
     r"|/grader\b|runner\.py",
 }
 LIBRARY = "course_utils"
 # Modules an answer may import: what test cells and notebooks use around the exercises, no reference code.
 INFRASTRUCTURE = frozenset(
-    f"{LIBRARY}.{name}" for name in ("checks", "guard", "repro", "device", "progress", "plotting")
+    f"{LIBRARY}.{name}" for name in ("checks", "guard", "work", "repro", "device", "progress", "plotting")
 )
 # A definition is compared when its normalised form has at least MIN_TOKENS tokens (shorter ones are
 # too generic: ``return x @ w.T`` is everybody's answer; a token is a node of the syntax tree, about
@@ -358,9 +360,29 @@ def _best_match(tokens: list[str], kind: str, index: LibraryIndex, threshold: fl
     return best
 
 
+# Rules matched on the code without its comments (formulas in comments, "P[i, 2j]", read as code otherwise).
+CODE_ONLY = frozenset({"complex-numbers"})
+
+
+def _without_comments(source: str) -> str:
+    import io
+    import tokenize
+
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type != tokenize.COMMENT]
+        return tokenize.untokenize(tokens)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return source
+
+
 def suspicious_constructs(source: str) -> list[str]:
     """Names of the ``SUSPICIOUS`` patterns found in one answer cell's source."""
-    return [name for name, pattern in SUSPICIOUS.items() if re.search(pattern, source, re.MULTILINE)]
+    code = _without_comments(source)
+    return [
+        name
+        for name, pattern in SUSPICIOUS.items()
+        if re.search(pattern, code if name in CODE_ONLY else source, re.MULTILINE)
+    ]
 
 
 def review_flags(parts, index: LibraryIndex | None = None) -> list[str]:

@@ -275,3 +275,23 @@ def test_dynamic_code_is_flagged_however_the_builtin_is_reached(source):
 )
 def test_regexes_and_eval_mode_are_not_dynamic_code(source):
     assert "dynamic-code" not in suspicious_constructs(source)
+
+
+@pytest.mark.parametrize(
+    "source, flag",
+    [
+        ("with torch._C.DisableTorchFunction():\n    y = f(x)\n", "torch-internals"),
+        ("from torch import _C\nwith _C.DisableTorchFunctionSubclass():\n    y = f(x)\n", "torch-internals"),
+        ("off = getattr(torch, '_C').DisableTorchFunction\n", "torch-internals"),
+        ("g = (loss(w + 1e-30j).imag / 1e-30)\n", "complex-numbers"),
+        ("w = w.to(torch.complex128)\n", "complex-numbers"),
+        ("z = complex(0.0, h)\n", "complex-numbers"),
+    ],
+)
+def test_switching_torch_layers_off_and_complex_arithmetic_are_flagged(source, flag):
+    assert flag in suspicious_constructs(source)
+
+
+def test_complex_in_a_comment_is_not_flagged():
+    source = "angle = pos / 10000 ** (2 * j / d)  # P[i, 2j] = sin(...); eigenvalues are complex in general\n"
+    assert "complex-numbers" not in suspicious_constructs(source)
