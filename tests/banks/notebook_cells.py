@@ -10,6 +10,7 @@ keeps a bank of dozens of mistakes fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,11 @@ class Mistake:
     bank entry cannot silently stop applying when the solution is edited. ``test`` is the
     grade id of the test cell that must lose its points. A shortcut replaces the whole cell
     instead: ``source`` is the answer cell a student looking for a shortcut would submit.
+
+    ``passes_unchecked``: the entry computes the right values another way (numerical gradients, a form
+    that is not the method, a blocked function reached around the guard); the bank proves that it earns
+    the test cell's points with the checks switched off (``run_test_cell(..., checks_off=True)``) and
+    loses them, with them on, to a check (``ForbiddenCall`` or ``WrongMethod``), not to a wrong value.
     """
 
     name: str
@@ -44,6 +50,7 @@ class Mistake:
     test: str
     patches: tuple[tuple[str, str], ...] = field(default=())
     source: str | None = None
+    passes_unchecked: bool = False
 
     def apply(self, source: str) -> str:
         if self.source is not None:
@@ -93,13 +100,44 @@ def answer_ids(unit: str) -> list[str]:
     return [c.grade_id for c in load_cells(unit) if c.kind == "answer"]
 
 
-def run_test_cell(unit: str, test: str, replace: dict[str, str] | None = None) -> None:
+@contextlib.contextmanager
+def _checks_switched_off():
+    """The call guard, the work watch and ``check_method`` as no-ops, for test cells run inside."""
+    import course_utils.checks as checks
+
+    @contextlib.contextmanager
+    def no_guard(*targets, reason=None):
+        yield
+
+    @contextlib.contextmanager
+    def no_watch():
+        yield checks.Work()
+
+    saved = checks.forbid, checks.watch_work, checks.check_method
+    checks.forbid, checks.watch_work = no_guard, no_watch
+    checks.check_method = lambda ok, name, problem, hint=None: None
+    try:
+        yield
+    finally:
+        checks.forbid, checks.watch_work, checks.check_method = saved
+
+
+def run_test_cell(
+    unit: str, test: str, replace: dict[str, str] | None = None, checks_off: bool = False, watch_reach: bool = False
+) -> None:
     """Execute setup + answers (+ replacements) + test cell ``test``; raise what the test raises.
 
     An answer cell that itself raises is reported as a ``RuntimeError`` (a bank entry must be
-    plausible code that runs, and fail only in the grader's test).
+    plausible code that runs, and fail only in the grader's test). ``checks_off`` runs the cells with
+    the call guard, the work watch and ``check_method`` switched off (test cells import them from
+    ``course_utils.checks``): what an answer earns from its values alone. ``watch_reach`` fails the test
+    cell if an expected value was within reach of the answer's code while it ran (see ``_Reach``).
     """
+    if checks_off:
+        with _checks_switched_off():
+            return run_test_cell(unit, test, replace)
     replace = replace or {}
+    reach = _Reach() if watch_reach else None
     cells = load_cells(unit)
     if not any(c.kind == "test" and c.grade_id == test for c in cells):
         raise KeyError(f"{unit}: no test cell with grade id {test!r}")
@@ -115,7 +153,13 @@ def run_test_cell(unit: str, test: str, replace: dict[str, str] | None = None) -
             except Exception as exc:  # noqa: BLE001 - reported with context
                 raise RuntimeError(f"{unit}: answer/setup cell {cell.grade_id!r} raised {exc!r}") from exc
         elif cell.kind == "test" and cell.grade_id == test:
+            if reach is not None:
+                names = [n for c in cells if c.kind == "answer" for n in answer_names(replace.get(c.grade_id, c.source))]
+                _wrap_answers(namespace, names, reach)
+                _wrap_checks(namespace, reach)
             exec(compile(cell.source, f"<{unit}:{test}>", "exec"), namespace)
+            if reach is not None and reach.leaks:
+                raise AssertionError(f"{unit}:{test}: " + "; ".join(dict.fromkeys(reach.leaks)))
             return
 
 
@@ -140,6 +184,136 @@ def assert_loses_points(unit: str, mistake: Mistake) -> AssertionError | Excepti
     raise AssertionError(f"mistake {mistake.name!r} passes test cell {mistake.test!r}: the tests miss it")
 
 
+# ---------------------------------------------------------------- the answer key out of the student's reach
+# A test must not hold its expected value anywhere the student's code can reach while it runs: every frame
+# above the student's function (``sys._getframe(1).f_back...``) and every global is reachable, so a reference
+# computed before the call can simply be returned. ``run_test_cell(..., watch_reach=True)`` runs a test cell
+# with each answer function wrapped: at every call the wrapper collects what the caller's frames (locals and
+# globals, and one level into their tuples, lists and dicts) hold, as a student's code could; each expected
+# value that the test then passes to ``check_close``/``check_equal`` must not be among them, by identity or
+# by value. Values equal to an argument of the student's calls are allowed (a round trip expects its input
+# back), and so are values too plain to leak anything (numbers, constant tensors, short strings and lists).
+
+
+def _leaf_items(value):
+    yield value
+    if isinstance(value, (tuple, list)):
+        yield from value[:64]
+    elif isinstance(value, dict) and not any(k == "__builtins__" for k in list(value)[:1]):
+        yield from list(value.values())[:256]
+
+
+def _telling(value) -> bool:
+    """Worth hiding: a tensor whose entries are not all equal, or a longer string or list of plain values."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if value.numel() < 2 or value.is_complex():
+            return value.is_complex()
+        flat = value.detach().reshape(-1)
+        return not bool((flat == flat[0]).all())
+    if isinstance(value, str):
+        return len(value) >= 12
+    if isinstance(value, (list, tuple)):
+        return len(value) >= 4 and all(isinstance(v, (int, float, str)) for v in value)
+    return False
+
+
+def _same(a, b) -> bool:
+    import torch
+
+    if a is b:
+        return True
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape or a.is_complex() != b.is_complex():
+            return False
+        x, y = a.detach().cpu(), b.detach().cpu()
+        if not x.is_complex():
+            x, y = x.double(), y.double()
+        return bool(torch.allclose(x, y, rtol=1e-6, atol=1e-9, equal_nan=True))
+    if type(a) is type(b) and isinstance(a, (str, list, tuple)):
+        try:
+            return bool(a == b)
+        except Exception:  # noqa: BLE001 - a container of tensors
+            return False
+    return False
+
+
+class _Reach:
+    """What the student's calls could reach (collected at each call) and what they were given."""
+
+    def __init__(self) -> None:
+        self.reachable: list = []
+        self.seen: set[int] = set()
+        self.inputs: list = []
+        self.leaks: list[str] = []
+
+    def collect(self, frame, args) -> None:
+        for arg in args:
+            for item in _leaf_items(arg):
+                self.inputs.append(item)
+        while frame is not None:
+            if "notebook_cells.py" in frame.f_code.co_filename:
+                break  # the harness itself: above the test cell, not there when nbgrader or the grader runs it
+            for scope in (frame.f_locals, frame.f_globals):
+                for value in list(scope.values()):
+                    for item in _leaf_items(value):
+                        if id(item) not in self.seen and _telling(item):
+                            self.seen.add(id(item))
+                            self.reachable.append(item)
+            frame = frame.f_back
+
+    def check(self, expected, name) -> None:
+        for item in _leaf_items(expected) if isinstance(expected, tuple) else (expected,):
+            if not _telling(item) or any(_same(item, given) for given in self.inputs):
+                continue
+            if any(_same(item, held) for held in self.reachable):
+                self.leaks.append(f"the expected value of {name!r} was within reach of the student's code")
+
+
+def _wrap_answers(namespace: dict, names: list[str], reach: _Reach) -> None:
+    import functools
+    import sys
+
+    def wrap(func):
+        @functools.wraps(func)
+        def watched(*args, **kwargs):
+            reach.collect(sys._getframe(1), list(args) + list(kwargs.values()))
+            return func(*args, **kwargs)
+
+        return watched
+
+    for name in names:
+        value = namespace.get(name)
+        if isinstance(value, type):
+            for attr, member in list(vars(value).items()):
+                if callable(member) and not attr.startswith("__") or attr in ("__init__", "__call__"):
+                    if callable(member):
+                        setattr(value, attr, wrap(member))
+        elif callable(value):
+            namespace[name] = wrap(value)
+
+
+def _wrap_checks(namespace: dict, reach: _Reach) -> None:
+    for check in ("check_close", "check_equal"):
+        original = namespace.get(check)
+        if original is None:
+            continue
+
+        def recorded(actual, expected, name, *args, _original=original, **kwargs):
+            reach.check(expected, name)
+            return _original(actual, expected, name, *args, **kwargs)
+
+        namespace[check] = recorded
+
+
+def answer_names(source: str) -> list[str]:
+    """The top-level functions and classes an answer cell defines."""
+    import ast
+
+    return [n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+
+
 SHORTCUT = "shortcut"  # the name prefix of bank entries that reach a forbidden function instead of building it
 
 
@@ -160,7 +334,8 @@ def bank_tests(unit: str, bank: list[Mistake]):
 
         test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
 
-    The solution passes each test cell (so a failure below is the mistake's, not the harness's),
+    The solution passes each test cell (so a failure below is the mistake's, not the harness's) without an
+    expected value in its reach,
     every answer cell has at least five mistakes and a shortcut, and each mistake loses its test cell's
     points (a shortcut by the call guard's ``ForbiddenCall``, proving it is the guard that catches it).
     """
@@ -171,7 +346,8 @@ def bank_tests(unit: str, bank: list[Mistake]):
 
     @pytest.mark.parametrize("answer", answer_ids(unit))
     def test_solution_passes(answer):
-        run_test_cell(unit, answer.replace("_answer", "_test"))
+        # ... with no expected value within reach of the answer's code while it runs (see _Reach)
+        run_test_cell(unit, answer.replace("_answer", "_test"), watch_reach=True)
 
     @pytest.mark.parametrize("mistake", bank, ids=lambda m: m.name)
     def test_mistake_loses_points(mistake):
@@ -180,5 +356,17 @@ def bank_tests(unit: str, bank: list[Mistake]):
             assert type(error).__name__ == "ForbiddenCall", (
                 f"shortcut {mistake.name!r} lost its points for another reason than the guard: {error!r}"
             )
+        if mistake.passes_unchecked:  # right values by another method: a check must be what catches it
+            assert type(error).__name__ in ("ForbiddenCall", "WrongMethod"), (
+                f"{mistake.name!r} lost its points to a wrong value, not to the check of the method: {error!r}"
+            )
+            wrong = mistake.apply(answer_source(unit, mistake.answer))
+            try:
+                run_test_cell(unit, mistake.test, {mistake.answer: wrong}, checks_off=True)
+            except Exception as exc:  # noqa: BLE001 - the proof failed
+                raise AssertionError(
+                    f"{mistake.name!r} is marked passes_unchecked but fails {mistake.test!r} even with the checks "
+                    f"off, so the bank does not prove that the checks are what stop it: {exc!r}"
+                ) from exc
 
     return test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points
