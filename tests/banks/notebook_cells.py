@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -208,8 +209,10 @@ def _telling(value) -> bool:
     import torch
 
     if isinstance(value, torch.Tensor):
-        if value.numel() < 2 or value.is_complex():
-            return value.is_complex()
+        if value.is_complex():
+            return True
+        if value.numel() < 2:  # single numbers are not followed (see the comment above: a known gap)
+            return False
         flat = value.detach().reshape(-1)
         return not bool((flat == flat[0]).all())
     if isinstance(value, str):
@@ -224,6 +227,12 @@ def _same(a, b) -> bool:
 
     if a is b:
         return True
+    if isinstance(a, (float, torch.Tensor)) and isinstance(b, (float, torch.Tensor)) and isinstance(a, float) != isinstance(
+        b, float
+    ):
+        return False  # a number and a tensor: the test compares like with like
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if a.shape != b.shape or a.is_complex() != b.is_complex():
             return False
@@ -279,7 +288,9 @@ def _wrap_answers(namespace: dict, names: list[str], reach: _Reach) -> None:
         @functools.wraps(func)
         def watched(*args, **kwargs):
             reach.collect(sys._getframe(1), list(args) + list(kwargs.values()))
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            reach.inputs.extend(_leaf_items(result))  # the student's own outputs are theirs to see later
+            return result
 
         return watched
 
@@ -312,6 +323,82 @@ def answer_names(source: str) -> list[str]:
     import ast
 
     return [n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+
+
+# A frame-reading answer: each function of the solution cell computes its result only to learn the answer's
+# type and shape, then returns a value of that type and shape found in its callers' frames or globals,
+# preferring the names tests give their references; what it finds is the answer key only if the test
+# computed it before the call. When nothing fits, it returns the result spoiled. Units whose tests held
+# their references within reach have hand-written entries that read them by name instead.
+_FRAMES_TEMPLATE = """
+import sys as _frames_sys
+
+
+def _frames_fits(value, like):
+    if type(value) is not type(like):
+        return False
+    if hasattr(like, "shape"):
+        return tuple(value.shape) == tuple(like.shape) and value.dtype == like.dtype
+    if isinstance(like, (tuple, list)):
+        return len(value) == len(like) and all(_frames_fits(a, b) for a, b in zip(value, like))
+    return True
+
+
+def _frames_key(like, given):
+    preferred, others = [], []
+    frame = _frames_sys._getframe(2)
+    while frame is not None:
+        for scope in (frame.f_locals, frame.f_globals):
+            for name, value in list(scope.items()):
+                for item in [value, *(value if isinstance(value, (tuple, list)) else ())]:
+                    if any(item is arg for arg in given) or not _frames_fits(item, like):
+                        continue
+                    wanted = any(word in str(name).lower() for word in ("ref", "expect", "want", "target"))
+                    (preferred if wanted else others).append(item)
+        frame = frame.f_back
+    return (preferred + others)[0] if preferred + others else None
+
+
+def _frames_spoiled(like):
+    if hasattr(like, "shape"):
+        return like + 1
+    if isinstance(like, bool):
+        return not like
+    if isinstance(like, (int, float)):
+        return like + 1
+    if isinstance(like, str):
+        return like + "?"
+    if isinstance(like, (tuple, list)):
+        return type(like)(reversed(like)) if len(like) > 1 else type(like)(_frames_spoiled(v) for v in like)
+    return None
+"""
+_FRAMES_WRAPPER = """
+
+_frames_solution_{name} = {name}
+
+
+def {name}(*args, **kwargs):
+    like = _frames_solution_{name}(*args, **kwargs)  # only to learn the type and shape of the answer
+    found = _frames_key(like, list(args) + list(kwargs.values()))
+    return found if found is not None else _frames_spoiled(like)
+"""
+
+
+def frames_entries(unit: str) -> list[Mistake]:
+    """One ``frames:`` entry per answer cell of ``unit`` whose functions read the answer key from their
+    callers' frames and globals (see ``_FRAMES_TEMPLATE``); classes are left as they are."""
+    import ast
+
+    entries = []
+    for cell in load_cells(unit):
+        if cell.kind != "answer":
+            continue
+        functions = [n.name for n in ast.parse(cell.source).body if isinstance(n, ast.FunctionDef)]
+        source = cell.source + _FRAMES_TEMPLATE + "".join(_FRAMES_WRAPPER.format(name=n) for n in functions)
+        test = cell.grade_id.replace("_answer", "_test")
+        entries.append(Mistake(f"frames: {', '.join(functions)} returns a value of its shape from its callers",
+                               answer=cell.grade_id, test=test, source=source))
+    return entries
 
 
 SHORTCUT = "shortcut"  # the name prefix of bank entries that reach a forbidden function instead of building it

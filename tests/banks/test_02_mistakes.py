@@ -5,7 +5,7 @@ The ``shortcut`` entries are whole answer cells that reach a switched-off functi
 another module path, a subclass, a reference taken before the test): correct code that only the call
 guard stops, with ``ForbiddenCall``."""
 
-from notebook_cells import Mistake, bank_tests
+from notebook_cells import Mistake, bank_tests, frames_entries
 
 UNIT = "02_evaluation"
 
@@ -778,5 +778,8 @@ def smoothed_sentence_bleu(hypothesis, references, max_n=4):
 ''',
     ),
 ]
+
+# The answer key out of reach: every test of this unit computes its reference after the call.
+BANK += frames_entries(UNIT)
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
