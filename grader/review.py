@@ -46,6 +46,9 @@ SUSPICIOUS = {
     "patching": r"setattr\s*\(|mock\b|\b(torch|np|numpy|math|testing|checks|F|nn|builtins)(\s*\.\s*\w+)+\s*=[^=]",
     "torch-internals": r"FunctionMode|DispatchMode|__torch_function__|__torch_dispatch__"
     r"|torch\s*\.\s*library|torch\s*\.\s*_C\b|\b_C\s*\.|DisableTorch|_disabled_torch|_DisablePython",
+    # the tests' own machinery: the call guard's and the work watch's state lives in the student's process
+    "guard": r"course_utils\s*\.\s*(guard|work)\b|from\s+course_utils\s+import[^\n]*\b(guard|work)\b"
+    r"|\b_LAYER\b|\b_STATE\b|ForbiddenCall|WrongMethod|function_layer_required|watch_work|check_method",
     # complex arithmetic: the complex-step derivative (Im f(x + ih) / h) in a part that asks for gradients by hand
     "complex-numbers": r"\bcomplex(64|128)\b|\bcomplex\s*\(|\bc(float|double)\b|\.imag\b|\bview_as_complex\b|(?<![\w.])\d+(\.\d*)?j\b",
     "grader": r"\b(import|from)\s+grader\b|\bgrader\s*\.\s*(runner|sandbox|review|plan|feedback|cli|autograde)\b"

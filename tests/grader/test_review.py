@@ -286,9 +286,12 @@ def test_regexes_and_eval_mode_are_not_dynamic_code(source):
         ("g = (loss(w + 1e-30j).imag / 1e-30)\n", "complex-numbers"),
         ("w = w.to(torch.complex128)\n", "complex-numbers"),
         ("z = complex(0.0, h)\n", "complex-numbers"),
+        ("import course_utils.work as w\nw.watch_work\n", "guard"),
+        ("from course_utils import guard\nguard._LAYER.callbacks.clear()\n", "guard"),
+        ("try:\n    y = f(x)\nexcept ForbiddenCall:\n    pass\n", "guard"),
     ],
 )
-def test_switching_torch_layers_off_and_complex_arithmetic_are_flagged(source, flag):
+def test_switching_torch_layers_off_the_guards_state_and_complex_arithmetic_are_flagged(source, flag):
     assert flag in suspicious_constructs(source)
 
 
