@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .guard import function_layer_required
+from .layer import function_layer_required
 
 __all__ = ["Work", "watch_work"]
 
