@@ -9,9 +9,21 @@ kernel that returns the log-sum-exp, the given reference functions under other n
 associative scan, torch.compile and TorchScript copies). Those that reach PyTorch's attention or its scan would
 earn full marks without the call guard (checked once with the guard switched off); those that reach a given
 step-by-step reference would also fail the tests' checks of how the work is done. Each must lose its points to the
-guard first, with ``ForbiddenCall``."""
+guard first, with ``ForbiddenCall``.
 
-from notebook_cells import Mistake, bank_tests
+The entries marked ``passes_unchecked`` compute the right values by another method than the part teaches: strips of
+queries against every earlier key with a plain softmax, a cache of keys and values that still runs every query and
+MLP on the whole prefix, gated linear attention with no state carried from chunk to chunk, WKV in its parallel form
+or by a softmax over the whole past at every step, the scan as one dense block-triangular system. The bank proves
+that each earns full marks with the checks switched off and loses them to ``WrongMethod`` or ``ForbiddenCall`` with
+them on.
+
+The ``frames`` entries, one per answer cell, run the method and then walk their callers' frames (locals and globals,
+one level into containers) for a tensor of the output's shape under a name such as ``expected`` or ``ref``, and
+return it, or a wrong answer where none is found. The tests compute every expected value after the student's call
+returns, so these find nothing and lose their points."""
+
+from notebook_cells import Mistake, answer_source, bank_tests
 
 UNIT = "10_beyond_attention"
 
@@ -503,8 +515,328 @@ def affine_scan(A, b):  # the library's scan is for scalars per channel: a loop 
 """
 
 
-def _m(name, answer, patches=(), source=None):
-    return Mistake(name, answer=answer, test=answer.replace("_answer", "_test"), patches=patches, source=source)
+# ---------------------------------------------------------------- right values by another method (passes_unchecked)
+_TILED_STRIPS = """\
+import math
+
+import torch
+
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    seq_len = q.shape[-2]
+    outs, lses = [], []
+    for start in range(0, seq_len, block_size):  # a strip of queries against every key up to its last query
+        stop = min(start + block_size, seq_len)
+        s = q[..., start:stop, :] @ k[..., :stop, :].transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Bq, stop)
+        later = torch.arange(stop)[None, :] > torch.arange(start, stop)[:, None]
+        s = s.masked_fill(later, float("-inf"))
+        lse = torch.logsumexp(s, dim=-1)  # (B, H, Bq): an ordinary softmax over the whole strip
+        outs.append(torch.exp(s - lse[..., None]) @ v[..., :stop, :])
+        lses.append(lse)
+    return torch.cat(outs, dim=-2), torch.cat(lses, dim=-1)
+"""
+_TILED_NARROW_STRIPS = """\
+import math
+
+import torch
+
+_HEIGHT = 4  # strips four queries high whatever block_size says: small enough for a memory limit of a few times q
+
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    seq_len = q.shape[-2]
+    outs, lses = [], []
+    for start in range(0, seq_len, _HEIGHT):
+        stop = min(start + _HEIGHT, seq_len)
+        s = q[..., start:stop, :] @ k[..., :stop, :].transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, 4, stop)
+        later = torch.arange(stop)[None, :] > torch.arange(start, stop)[:, None]
+        s = s.masked_fill(later, float("-inf"))
+        lse = torch.logsumexp(s, dim=-1)  # (B, H, 4)
+        outs.append(torch.exp(s - lse[..., None]) @ v[..., :stop, :])
+        lses.append(lse)
+    return torch.cat(outs, dim=-2), torch.cat(lses, dim=-1)
+"""
+_CACHE_KV_ONLY = """\
+import torch
+import torch.nn.functional as F
+
+
+@torch.no_grad()
+def cached_greedy_decode(model, prompt, max_new_tokens):
+    tokens = prompt
+    cache = [([], []) for _ in model.blocks]  # the keys and values are cached: each position projected once
+    for pos in range(prompt.shape[1] + max_new_tokens - 1):
+        x = model.tok(tokens[:, : pos + 1]) + model.pos.weight[: pos + 1]  # (B, pos + 1, D): the whole prefix
+        for block, (keys, values) in zip(model.blocks, cache):
+            h = block.norm1(x)
+            keys.append(block.split(block.W_k(h[:, -1:])))  # the new position's key and value only
+            values.append(block.split(block.W_v(h[:, -1:])))
+            q = block.split(block.W_q(h))  # but every query, W_o and the MLP run on the whole prefix again
+            k, v = torch.cat(keys, dim=2), torch.cat(values, dim=2)
+            x = x + block.W_o(block.merge(F.scaled_dot_product_attention(q, k, v, is_causal=True)))
+            x = x + block.mlp(block.norm2(x))
+        if pos >= prompt.shape[1] - 1:
+            next_token = model.head(model.norm(x))[:, -1].argmax(dim=-1, keepdim=True)
+            tokens = torch.cat([tokens, next_token], dim=1)
+    return tokens
+"""
+_GLA_QUERY_BLOCKS = """\
+import torch
+
+
+def gla_chunkwise(q, k, v, log_decay, chunk_size=16):
+    dtype = q.dtype
+    q, k, v, log_decay = q.double(), k.double(), v.double(), log_decay.double()
+    seq_len = q.shape[2]
+    G = log_decay.cumsum(dim=2)  # (B, H, T, d_k)
+    outs = []
+    for start in range(0, seq_len, chunk_size):  # the parallel form, a block of queries against every earlier key
+        stop = min(start + chunk_size, seq_len)
+        diff = G[:, :, start:stop, None, :] - G[:, :, None, :stop, :]  # (B, H, C, stop, d_k)
+        later = torch.arange(stop)[None, :] > torch.arange(start, stop)[:, None]
+        decay = diff.masked_fill(later[:, :, None], float("-inf")).exp()
+        scores = (q[:, :, start:stop, None, :] * k[:, :, None, :stop, :] * decay).sum(dim=-1)  # (B, H, C, stop)
+        outs.append(scores @ v[:, :, :stop])
+    final = (k * (G[:, :, -1:] - G).exp()).transpose(-2, -1) @ v  # the final state in closed form, no state carried
+    return torch.cat(outs, dim=2).to(dtype), final.to(dtype)
+"""
+_GLA_CHUNK_PAIRS = """\
+import torch
+
+
+def gla_chunkwise(q, k, v, log_decay, chunk_size=16):
+    dtype = q.dtype
+    q, k, v, log_decay = q.double(), k.double(), v.double(), log_decay.double()
+    seq_len = q.shape[2]
+    G = log_decay.cumsum(dim=2)  # (B, H, T, d_k)
+    outs, final = [], 0
+    for start in range(0, seq_len, chunk_size):  # every (query chunk, key chunk) pair, computed anew
+        stop = min(start + chunk_size, seq_len)
+        out = 0
+        for k_start in range(0, stop, chunk_size):
+            k_stop = min(k_start + chunk_size, seq_len)
+            diff = G[:, :, start:stop, None, :] - G[:, :, None, k_start:k_stop, :]  # (B, H, C, C, d_k)
+            later = torch.arange(k_start, k_stop)[None, :] > torch.arange(start, stop)[:, None]
+            decay = diff.masked_fill(later[:, :, None], float("-inf")).exp()
+            scores = (q[:, :, start:stop, None, :] * k[:, :, None, k_start:k_stop, :] * decay).sum(dim=-1)
+            out = out + scores @ v[:, :, k_start:k_stop]
+        outs.append(out)
+        part = slice(start, stop)  # the final state in closed form, chunk by chunk
+        final = final + (k[:, :, part] * (G[:, :, -1:] - G[:, :, part]).exp()).transpose(-2, -1) @ v[:, :, part]
+    return torch.cat(outs, dim=2).to(dtype), final.to(dtype)
+"""
+_GLA_STATE_REBUILT = """\
+import torch
+
+
+def _state_before(k, v, G, start):
+    base = G[:, :, start - 1 : start] if start > 0 else torch.zeros_like(G[:, :, :1])  # G just before step start
+    return (k[:, :, :start] * (base - G[:, :, :start]).exp()).transpose(-2, -1) @ v[:, :, :start]  # every key
+
+
+def gla_chunkwise(q, k, v, log_decay, chunk_size=16):
+    dtype = q.dtype
+    q, k, v, log_decay = q.double(), k.double(), v.double(), log_decay.double()
+    seq_len = q.shape[2]
+    G = log_decay.cumsum(dim=2)  # (B, H, T, d_k)
+    outs = []
+    for start in range(0, seq_len, chunk_size):  # the chunkwise form, but each chunk's state is rebuilt
+        stop = min(start + chunk_size, seq_len)
+        state = _state_before(k, v, G, start)
+        cum = G[:, :, start:stop] - (G[:, :, start - 1 : start] if start > 0 else 0)  # (B, H, C, d_k)
+        inter = (q[:, :, start:stop] * cum.exp()) @ state
+        diff = cum[:, :, :, None, :] - cum[:, :, None, :, :]
+        causal = torch.ones(stop - start, stop - start, dtype=torch.bool).tril()
+        decay = diff.masked_fill(~causal[:, :, None], float("-inf")).exp()
+        scores = (q[:, :, start:stop, None, :] * k[:, :, None, start:stop, :] * decay).sum(dim=-1)
+        outs.append(inter + scores @ v[:, :, start:stop])
+    return torch.cat(outs, dim=2).to(dtype), _state_before(k, v, G, seq_len).to(dtype)
+"""
+_WKV_PARALLEL_FORM = """\
+import torch
+
+
+def wkv_stable(w, u, k, v, state=None):
+    seq_len = k.shape[1]
+    steps = torch.arange(seq_len, dtype=k.dtype)
+    gap = steps[:, None] - 1 - steps[None, :]  # (T, T): t - 1 - i, how far token i lies behind step t
+    exponents = (-gap[None, :, :, None] * w + k[:, None]).masked_fill((gap < 0)[None, :, :, None], float("-inf"))
+    values = v[:, None].expand(-1, seq_len, -1, -1)  # (B, T, T, C): every (t, i) pair at once
+    exponents = torch.cat([exponents, (u + k)[:, :, None]], dim=2)  # the token itself, with its bonus
+    values = torch.cat([values, v[:, :, None]], dim=2)
+    final, final_values = k - (seq_len - 1 - steps)[None, :, None] * w, v  # after the last token, no bonus
+    if state is not None:  # the given past as one more term, decayed to each step
+        num, den, top = state
+        past = top + torch.log(den)  # (B, C)
+        exponents = torch.cat([exponents, (past[:, None] - steps[None, :, None] * w)[:, :, None]], dim=2)
+        values = torch.cat([values, (num / den)[:, None, None].expand(-1, seq_len, -1, -1)], dim=2)
+        final = torch.cat([final, (past - seq_len * w)[:, None]], dim=1)
+        final_values = torch.cat([final_values, (num / den)[:, None]], dim=1)
+    out = (torch.softmax(exponents, dim=2) * values).sum(dim=2)  # (B, T, C)
+    top = final.amax(dim=1)  # (B, C)
+    weights = torch.exp(final - top[:, None])
+    return out, ((weights * final_values).sum(dim=1), weights.sum(dim=1), top)
+"""
+_WKV_WHOLE_PAST = """\
+import torch
+
+
+def wkv_stable(w, u, k, v, state=None):
+    seq_len = k.shape[1]
+    outs = []
+    for t in range(seq_len + 1):  # at every step, a softmax over the whole past (t = T: the final state's sums)
+        gap = (t - 1 - torch.arange(t)).to(k.dtype)  # (t,): t - 1 - i
+        exponents, values = [k[:, :t] - gap[:, None] * w], [v[:, :t]]
+        if state is not None:
+            num, den, top = state
+            exponents.append((top + torch.log(den) - t * w)[:, None])
+            values.append((num / den)[:, None])
+        if t < seq_len:
+            weights = torch.softmax(torch.cat([*exponents, (u + k[:, t])[:, None]], dim=1), dim=1)
+            outs.append((weights * torch.cat([*values, v[:, t, None]], dim=1)).sum(dim=1))
+    final = torch.cat(exponents, dim=1)  # (B, T (+ 1), C)
+    top = final.amax(dim=1)
+    weights = torch.exp(final - top[:, None])
+    return torch.stack(outs, dim=1), ((weights * torch.cat(values, dim=1)).sum(dim=1), weights.sum(dim=1), top)
+"""
+_SCAN_DENSE_SYSTEM = """\
+import torch
+
+
+def _system(A):  # (I - the subdiagonal blocks A_1 .. A_{T-1}): the whole recurrence as one (B, T n, T n) matrix
+    batch_size, seq_len, n, _ = A.shape
+    M = torch.zeros(batch_size, seq_len, n, seq_len, n, dtype=A.dtype)
+    steps = torch.arange(seq_len)
+    M[:, steps, :, steps, :] = torch.eye(n, dtype=A.dtype)
+    M[:, steps[1:], :, steps[:-1], :] = -A[:, 1:].transpose(0, 1)
+    return M.reshape(batch_size, seq_len * n, seq_len * n)
+
+
+def affine_scan(A, b):
+    batch_size, seq_len, n = b.shape
+    h = torch.linalg.solve_triangular(_system(A), b.reshape(batch_size, seq_len * n, 1), upper=False)
+    return h.reshape(batch_size, seq_len, n)
+"""
+_SCAN_DENSE_LU = """\
+import torch
+
+
+def affine_scan(A, b):
+    batch_size, seq_len, n = b.shape
+    size = seq_len * n
+    M = torch.zeros(batch_size, seq_len, n, seq_len, n, dtype=b.dtype)  # (I - subdiagonal blocks), dense
+    steps = torch.arange(seq_len)
+    M[:, steps, :, steps, :] = torch.eye(n, dtype=b.dtype)
+    M[:, steps[1:], :, steps[:-1], :] = -A[:, 1:].transpose(0, 1)
+    M = M.reshape(batch_size, size, size)  # unit lower triangular: already its own LU factors, no pivoting
+    pivots = torch.arange(1, size + 1, dtype=torch.int32).expand(batch_size, size)
+    return torch.linalg.lu_solve(M, pivots, b.reshape(batch_size, size, 1)).reshape(batch_size, seq_len, n)
+"""
+
+# ---------------------------------------------------------------- frame reads: the expected value from the callers
+_HELD = '''
+import sys as _sys
+
+import torch as _torch
+
+_EXPECTED_NAMES = ("expect", "ref", "want", "target", "log_den", "average")
+
+
+def _held(shape):
+    """A tensor of this shape that a caller holds under the name of an expected value, or None: every frame from
+    the caller up to the top, its locals and its globals, one level into tuples, lists and dicts."""
+    frame = _sys._getframe(1)
+    while frame is not None:
+        for scope in (frame.f_locals, frame.f_globals):
+            for name, value in list(scope.items()):
+                if not any(part in name.lower() for part in _EXPECTED_NAMES):
+                    continue
+                if isinstance(value, dict):
+                    items = list(value.values())
+                elif isinstance(value, (tuple, list)):
+                    items = list(value)
+                else:
+                    items = [value]
+                for item in items:
+                    if isinstance(item, _torch.Tensor) and tuple(item.shape) == tuple(shape):
+                        return item.detach().clone()
+        frame = frame.f_back
+    return None
+'''
+
+
+def _frames(answer, function, wrapper):
+    """The solution's answer cell with its function renamed _by_method, the frame reader, and ``wrapper``: the
+    method runs (so every check of the work passes) and only the value returned comes from the callers' frames."""
+    source = answer_source(UNIT, answer)
+    assert source.count(f"def {function}(") == 1, f"{answer}: def {function}( not found once"
+    return source.replace(f"{function}(", "_by_method(") + _HELD + wrapper  # recursive calls renamed too
+
+
+_TILED_FRAMES = _frames(
+    "tiled_answer",
+    "tiled_causal_attention",
+    """
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    out, lse = _by_method(q, k, v, block_size)
+    held = _held(out.shape)
+    return (out + 1 if held is None else held.to(out.dtype)), lse  # out + 1: wrong where nothing is held
+""",
+)
+_CACHE_FRAMES = _frames(
+    "cache_answer",
+    "cached_greedy_decode",
+    """
+
+def cached_greedy_decode(model, prompt, max_new_tokens):
+    tokens = _by_method(model, prompt, max_new_tokens)
+    held = _held(tokens.shape)
+    if held is not None:
+        return held.to(tokens.dtype)
+    wrong = tokens.clone()
+    wrong[:, -1] = (wrong[:, -1] + 1) % model.head.out_features  # a wrong last token where nothing is held
+    return wrong
+""",
+)
+_GLA_FRAMES = _frames(
+    "gla_answer",
+    "gla_chunkwise",
+    """
+
+def gla_chunkwise(q, k, v, log_decay, chunk_size=16):
+    out, state = _by_method(q, k, v, log_decay, chunk_size)
+    held = _held(out.shape)
+    return (out + 1 if held is None else held.to(out.dtype)), state
+""",
+)
+_WKV_FRAMES = _frames(
+    "wkv_answer",
+    "wkv_stable",
+    """
+
+def wkv_stable(w, u, k, v, state=None):
+    out, new_state = _by_method(w, u, k, v, state)
+    held = _held(out.shape)
+    return (out + 1 if held is None else held.to(out.dtype)), new_state
+""",
+)
+_SCAN_FRAMES = _frames(
+    "scan_answer",
+    "affine_scan",
+    """
+
+def affine_scan(A, b):
+    h = _by_method(A, b)
+    held = _held(h.shape)
+    return h + 1 if held is None else held.to(h.dtype)
+""",
+)
+
+
+def _m(name, answer, patches=(), source=None, passes_unchecked=False):
+    test = answer.replace("_answer", "_test")
+    return Mistake(name, answer=answer, test=test, patches=patches, source=source, passes_unchecked=passes_unchecked)
 
 
 BANK = [
@@ -561,6 +893,19 @@ BANK = [
     ),
     _m("tiled: the (T, T) score matrix with logsumexp", "tiled_answer", source=_TILED_FULL),
     _m("tiled: key tiles only, sum not rescaled", "tiled_answer", source=_TILED_KEYS_ONLY),
+    _m(
+        "tiled: strips of block_size queries against every earlier key, a plain softmax by logsumexp",
+        "tiled_answer",
+        source=_TILED_STRIPS,
+        passes_unchecked=True,
+    ),
+    _m(
+        "tiled: strips four queries high against every earlier key (memory within the limit, work per query)",
+        "tiled_answer",
+        source=_TILED_NARROW_STRIPS,
+        passes_unchecked=True,
+    ),
+    _m("frames: tiled_causal_attention's out read from its callers' frames", "tiled_answer", source=_TILED_FRAMES),
     _m("shortcut (alias): F.scaled_dot_product_attention under another name", "tiled_answer", source=_TILED_ALIAS),
     _m(
         "shortcut (path): functools.partial of torch._C._nn.scaled_dot_product_attention",
@@ -630,6 +975,13 @@ BANK = [
         "cache_answer",
         source=_CACHE_LINEAR,
     ),
+    _m(
+        "cache: keys and values cached, but the queries, W_o and the MLP run on the whole prefix at every step",
+        "cache_answer",
+        source=_CACHE_KV_ONLY,
+        passes_unchecked=True,
+    ),
+    _m("frames: cached_greedy_decode's tokens read from its callers' frames", "cache_answer", source=_CACHE_FRAMES),
     _m("shortcut (alias): the given generate_full under another name", "cache_answer", source=_CACHE_ALIAS),
     _m("shortcut (path): model.forward through nn.Module.__call__", "cache_answer", source=_CACHE_FORWARD),
     _m("shortcut (compile): torch.compile of generate_full", "cache_answer", source=_CACHE_COMPILE),
@@ -686,6 +1038,25 @@ BANK = [
     _m("gla: the recurrence looped over every step", "gla_answer", source=_GLA_RECURRENT),
     _m("gla: the parallel form over the whole sequence", "gla_answer", source=_GLA_PARALLEL),
     _m("gla: chunks, but stepped through token by token", "gla_answer", source=_GLA_STEPS_IN_CHUNK),
+    _m(
+        "gla: blocks of queries against every earlier key, no state carried, the final state in closed form",
+        "gla_answer",
+        source=_GLA_QUERY_BLOCKS,
+        passes_unchecked=True,
+    ),
+    _m(
+        "gla: every (query chunk, key chunk) pair computed anew, no state carried",
+        "gla_answer",
+        source=_GLA_CHUNK_PAIRS,
+        passes_unchecked=True,
+    ),
+    _m(
+        "gla: each chunk's state rebuilt in closed form from every earlier key",
+        "gla_answer",
+        source=_GLA_STATE_REBUILT,
+        passes_unchecked=True,
+    ),
+    _m("frames: gla_chunkwise's out read from its callers' frames", "gla_answer", source=_GLA_FRAMES),
     _m("shortcut (alias): the given gla_recurrent under another name", "gla_answer", source=_GLA_ALIAS),
     _m("shortcut (path): gla_recurrent through globals()", "gla_answer", source=_GLA_GLOBALS),
     _m("shortcut (compile): torch.compile of gla_recurrent", "gla_answer", source=_GLA_COMPILE),
@@ -730,6 +1101,14 @@ BANK = [
         "wkv_answer",
         ((WKV_STATE_EXP, "past, now = torch.exp(top - w - shift), 0 * torch.exp(k_t - shift)"),),
     ),
+    _m(
+        "wkv: the parallel form, every (t, i) pair at once with a softmax",
+        "wkv_answer",
+        source=_WKV_PARALLEL_FORM,
+        passes_unchecked=True,
+    ),
+    _m("wkv: a softmax over the whole past at every step", "wkv_answer", source=_WKV_WHOLE_PAST, passes_unchecked=True),
+    _m("frames: wkv_stable's out read from its callers' frames", "wkv_answer", source=_WKV_FRAMES),
     _m("shortcut (alias): the given wkv_naive with shifted keys, in float64", "wkv_answer", source=_WKV_SHIFTED),
     _m("shortcut (compile): torch.compile of wkv_naive", "wkv_answer", source=_WKV_COMPILE),
     _m("shortcut (library): course_utils.rwkv.wkv_stable by module path", "wkv_answer", source=_WKV_LIBRARY),
@@ -777,6 +1156,19 @@ BANK = [
     _m("scan: Hillis-Steele with the earlier matrix on the left", "scan_answer", source=_SCAN_HILLIS_ORDER),
     _m("scan: a loop over the steps", "scan_answer", source=_SCAN_LOOP),
     _m("scan: sqrt(T) blocks stepped through", "scan_answer", source=_SCAN_BLOCKS),
+    _m(
+        "scan: one dense block-triangular system, by torch.linalg.solve_triangular",
+        "scan_answer",
+        source=_SCAN_DENSE_SYSTEM,
+        passes_unchecked=True,
+    ),
+    _m(
+        "scan: one dense block-triangular system, by torch.linalg.lu_solve",
+        "scan_answer",
+        source=_SCAN_DENSE_LU,
+        passes_unchecked=True,
+    ),
+    _m("frames: affine_scan's h read from its callers' frames", "scan_answer", source=_SCAN_FRAMES),
     _m("shortcut (alias): the given scan_sequential under another name", "scan_answer", source=_SCAN_ALIAS),
     _m(
         "shortcut (path): torch's experimental associative_scan with a matrix combine",
