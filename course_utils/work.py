@@ -24,7 +24,9 @@ What a :class:`Work` records:
 - ``largest`` / ``largest_op``: the number of elements of the largest tensor an operation returned, and
   which operation returned it;
 - ``dtypes``: every dtype an operation returned (a complex dtype betrays the complex-step derivative);
-- ``counts``: operations by ATen name (``"aten::mm"``).
+- ``counts``: operations by ATen name (``"aten::mm"``);
+- ``elements``: elements returned, by ATen name; ``exponentials`` sums those of the operations that
+  compute exponentials (``EXPONENTIALS``: exp, sigmoid, softmax, logsumexp and their kin, in place or not).
 """
 
 from __future__ import annotations
@@ -38,7 +40,13 @@ import torch
 
 from .layer import function_layer_required
 
-__all__ = ["Work", "watch_work"]
+__all__ = ["EXPONENTIALS", "Work", "watch_work"]
+
+# ATen operations that compute exponentials (an in-place variant, "aten::exp_", counts as its operation)
+EXPONENTIALS = frozenset(
+    "aten::exp aten::exp2 aten::expm1 aten::pow aten::sigmoid aten::_softmax aten::_log_softmax aten::logsumexp "
+    "aten::logaddexp aten::logaddexp2".split()
+)
 
 
 @dataclass
@@ -50,11 +58,17 @@ class Work:
     largest_op: str = ""
     dtypes: set[torch.dtype] = field(default_factory=set)
     counts: Counter = field(default_factory=Counter)
+    elements: Counter = field(default_factory=Counter)
 
     @property
     def complex(self) -> bool:
         """True when some operation returned a complex tensor."""
         return any(dtype.is_complex for dtype in self.dtypes)
+
+    @property
+    def exponentials(self) -> int:
+        """Elements returned by the operations of ``EXPONENTIALS``."""
+        return sum(n for name, n in self.elements.items() if name.rstrip("_") in EXPONENTIALS)
 
     def record(self, name: str, result: object) -> None:
         self.ops += 1
@@ -62,6 +76,7 @@ class Work:
         for item in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(item, torch.Tensor):
                 self.dtypes.add(item.dtype)
+                self.elements[name] += item.numel()
                 if item.numel() > self.largest:
                     self.largest, self.largest_op = item.numel(), name
 

@@ -146,3 +146,14 @@ def test_check_method_raises_wrong_method_with_the_hint():
     assert issubclass(WrongMethod, AssertionError)  # nbgrader scores an AssertionError 0
     with pytest.raises(TypeError, match="must be a bool"):
         check_method(torch.tensor(True), "f", "a tensor is not a measured fact")
+
+
+def test_exponentials_are_counted_by_the_elements_they_return():
+    x = torch.randn(4, 6)
+    with watch_work() as work:
+        x.exp()
+        torch.softmax(x, dim=-1)
+        x.clone().sigmoid_()
+        x.tanh()  # not an exponential here
+    assert work.exponentials == 3 * 24
+    assert work.elements["aten::tanh"] == 24
