@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "banks"))
 
 import torch  # noqa: E402
-
 from notebook_cells import _checks_switched_off, load_cells  # noqa: E402
 
 
@@ -59,8 +58,10 @@ def main() -> None:
     args = parser.parse_args()
     units = args.units or sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
     cpu = platform.processor() or platform.machine()
-    print(f"torch {torch.__version__}, {cpu}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    print(
+        f"torch {torch.__version__}, {cpu}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"
+    )
     print(f"{'unit':<24} {'test cell':<18} {'checks on':>10} {'checks off':>11} {'ratio':>6}")
     total_on = total_off = 0.0
     for unit in units:

@@ -50,7 +50,8 @@ SUSPICIOUS = {
     "guard": r"course_utils\s*\.\s*(guard|work)\b|from\s+course_utils\s+import[^\n]*\b(guard|work)\b"
     r"|\b_LAYER\b|\b_STATE\b|ForbiddenCall|WrongMethod|function_layer_required|watch_work|check_method",
     # complex arithmetic: the complex-step derivative (Im f(x + ih) / h) in a part that asks for gradients by hand
-    "complex-numbers": r"\bcomplex(64|128)\b|\bcomplex\s*\(|\bc(float|double)\b|\.imag\b|\bview_as_complex\b|(?<![\w.])\d+(\.\d*)?j\b",
+    "complex-numbers": r"\bcomplex(64|128)\b|\bcomplex\s*\(|\bc(float|double)\b|\.imag\b|\bview_as_complex\b"
+    r"|(?<![\w.])\d+(\.\d*)?j\b",
     "grader": r"\b(import|from)\s+grader\b|\bgrader\s*\.\s*(runner|sandbox|review|plan|feedback|cli|autograde)\b"
     r"|/grader\b|runner\.py",
 }

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,7 +154,9 @@ def run_test_cell(
                 raise RuntimeError(f"{unit}: answer/setup cell {cell.grade_id!r} raised {exc!r}") from exc
         elif cell.kind == "test" and cell.grade_id == test:
             if reach is not None:
-                names = [n for c in cells if c.kind == "answer" for n in answer_names(replace.get(c.grade_id, c.source))]
+                names = [
+                    n for c in cells if c.kind == "answer" for n in answer_names(replace.get(c.grade_id, c.source))
+                ]
                 _wrap_answers(namespace, names, reach)
                 _wrap_checks(namespace, reach)
             exec(compile(cell.source, f"<{unit}:{test}>", "exec"), namespace)
@@ -227,12 +228,6 @@ def _same(a, b) -> bool:
 
     if a is b:
         return True
-    if isinstance(a, (float, torch.Tensor)) and isinstance(b, (float, torch.Tensor)) and isinstance(a, float) != isinstance(
-        b, float
-    ):
-        return False  # a number and a tensor: the test compares like with like
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if a.shape != b.shape or a.is_complex() != b.is_complex():
             return False
@@ -400,8 +395,14 @@ def frames_entries(unit: str) -> list[Mistake]:
         functions = [n.name for n in ast.parse(cell.source).body if isinstance(n, ast.FunctionDef)]
         source = cell.source + _FRAMES_TEMPLATE + "".join(_FRAMES_WRAPPER.format(name=n) for n in functions)
         test = cell.grade_id.replace("_answer", "_test")
-        entries.append(Mistake(f"frames: {', '.join(functions)} returns a value of its shape from its callers",
-                               answer=cell.grade_id, test=test, source=source))
+        entries.append(
+            Mistake(
+                f"frames: {', '.join(functions)} returns a value of its shape from its callers",
+                answer=cell.grade_id,
+                test=test,
+                source=source,
+            )
+        )
     return entries
 
 
