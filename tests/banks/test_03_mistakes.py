@@ -7,7 +7,7 @@ marks with the call guard switched off, that only the guard stops, with ``Forbid
 
 from textwrap import dedent
 
-from notebook_cells import Mistake, bank_tests
+from notebook_cells import FRAMES_READER, Mistake, bank_tests, frames_entries
 
 UNIT = "03_word_embeddings"
 
@@ -754,4 +754,338 @@ BANK += [
     ),
 ]
 
+# ---------------------------------------------------------------- numerical gradients: the right values, not the method
+# Parts B and C teach the gradient derived by hand. Each entry below computes the right values by differentiating the
+# loss numerically instead (no blocked function is called): with the checks off it earns the part's points, with
+# them on the work watch stops it (WrongMethod), by the work that grows with the parameters, the complex dtype or
+# the size of a batch holding one perturbed copy of the weights per parameter.
+
+# The CBOW loss with -ln sigma(x) = ln(1 + e^-x) written out, so that it also runs on complex tensors.
+_CBOW_PLAIN_LOSS = """\
+def _cbow_loss(w_in, w_out, contexts, centers, negatives):
+    h = w_in[contexts].mean(dim=1)  # (B, D)
+    pos = (h * w_out[centers]).sum(dim=-1)  # (B,)
+    neg = torch.einsum("bd,bkd->bk", h, w_out[negatives])  # (B, K)
+    return (torch.log(1 + torch.exp(-pos)) + torch.log(1 + torch.exp(neg)).sum(dim=-1)).mean()
+
+
+"""
+
+CBOW_CENTRAL_DIFFERENCES = _CBOW_PLAIN_LOSS + dedent('''\
+    def cbow_ns_grads(W_in, W_out, contexts, centers, negatives):
+        """The loss, and its gradients by central differences of fourth order in float64, one parameter at a time."""
+        params = (W_in.double().clone(), W_out.double().clone())
+        step = 1e-3
+        grads = []
+        for param in params:
+            flat = param.view(-1)
+            grad = torch.zeros_like(flat)
+            for i in range(flat.numel()):
+                middle = flat[i].item()
+                losses = []
+                for shift in (-2, -1, 1, 2):
+                    flat[i] = middle + shift * step
+                    losses.append(_cbow_loss(*params, contexts, centers, negatives).item())
+                flat[i] = middle
+                grad[i] = (losses[0] - 8 * losses[1] + 8 * losses[2] - losses[3]) / (12 * step)
+            grads.append(grad.view_as(param).to(W_in.dtype))
+        return _cbow_loss(*params, contexts, centers, negatives).to(W_in.dtype), grads[0], grads[1]
+    ''')
+
+CBOW_COMPLEX_STEP = _CBOW_PLAIN_LOSS + dedent('''\
+    def cbow_ns_grads(W_in, W_out, contexts, centers, negatives):
+        """The loss, and its gradients by the complex step Im L(w + ih e_i) / h in complex128: one loss per parameter."""
+        params = (W_in.to(torch.complex128), W_out.to(torch.complex128))
+        step = 1e-30
+        grads = []
+        for param in params:
+            flat = param.view(-1)
+            grad = torch.zeros(flat.shape, dtype=torch.float64)
+            for i in range(flat.numel()):
+                middle = flat[i].item()
+                flat[i] = middle + 1j * step
+                grad[i] = _cbow_loss(*params, contexts, centers, negatives).imag.item() / step
+                flat[i] = middle
+            grads.append(grad.view(param.shape).to(W_in.dtype))
+        return _cbow_loss(*params, contexts, centers, negatives).real.to(W_in.dtype), grads[0], grads[1]
+    ''')
+
+CBOW_BATCHED_DIFFERENCES = dedent('''\
+    def _batched_loss(w_in, w_out, contexts, centers, negatives):
+        """The CBOW loss of S sets of weights at once: w_in, w_out (S, V, D) -> (S,)."""
+        h = w_in[:, contexts].mean(dim=2)  # (S, B, D)
+        pos = (h * w_out[:, centers]).sum(dim=-1)  # (S, B)
+        neg = torch.einsum("sbd,sbkd->sbk", h, w_out[:, negatives])  # (S, B, K)
+        return (F.softplus(-pos) + F.softplus(neg).sum(dim=-1)).mean(dim=-1)
+
+
+    def cbow_ns_grads(W_in, W_out, contexts, centers, negatives):
+        """Central differences with every parameter perturbed at once: one batch of P copies of the weights."""
+        w_in, w_out = W_in.double(), W_out.double()
+        count = w_in.numel()
+        bumps = torch.eye(count, dtype=torch.float64).reshape(count, *w_in.shape)  # (P, V, D): one bump per copy
+        step = 1e-3
+        grads = []
+        for bump_in in (True, False):
+            losses = []
+            for shift in (-2, -1, 1, 2):
+                moved = shift * step * bumps  # (P, V, D)
+                copies_in = w_in + moved if bump_in else w_in.expand(count, -1, -1)
+                copies_out = w_out.expand(count, -1, -1) if bump_in else w_out + moved
+                losses.append(_batched_loss(copies_in, copies_out, contexts, centers, negatives))  # (P,)
+            grad = (losses[0] - 8 * losses[1] + 8 * losses[2] - losses[3]) / (12 * step)  # (P,)
+            grads.append(grad.reshape(w_in.shape).to(W_in.dtype))
+        loss = _batched_loss(w_in[None], w_out[None], contexts, centers, negatives)[0]
+        return loss.to(W_in.dtype), grads[0], grads[1]
+    ''')
+
+# GloVe's loss as a plain function of its four parameters; the weights f(X) are real, the rest may be complex.
+_GLOVE_PLAIN_LOSS = """\
+def _glove_loss(W, W_ctx, b, b_ctx, rows, cols, counts, x_max, alpha):
+    weight = (counts / x_max).pow(alpha).clamp(max=1.0)  # (N,)
+    err = (W[rows] * W_ctx[cols]).sum(dim=-1) + b[rows] + b_ctx[cols] - torch.log(counts)  # (N,)
+    return (weight * err**2).sum()
+
+
+"""
+
+GLOVE_CENTRAL_DIFFERENCES = _GLOVE_PLAIN_LOSS + dedent('''\
+    def glove_grads(W, W_ctx, b, b_ctx, rows, cols, counts, x_max=100.0, alpha=0.75):
+        """The loss, and its gradients by central differences of fourth order in float64, one parameter at a time."""
+        params = [t.double().clone() for t in (W, W_ctx, b, b_ctx)]
+        data = (rows, cols, counts.double(), x_max, alpha)
+        step = 1e-3
+        grads = []
+        for param in params:
+            flat = param.view(-1)
+            grad = torch.zeros_like(flat)
+            for i in range(flat.numel()):
+                middle = flat[i].item()
+                losses = []
+                for shift in (-2, -1, 1, 2):
+                    flat[i] = middle + shift * step
+                    losses.append(_glove_loss(*params, *data).item())
+                flat[i] = middle
+                grad[i] = (losses[0] - 8 * losses[1] + 8 * losses[2] - losses[3]) / (12 * step)
+            grads.append(grad.view_as(param).to(W.dtype))
+        return (_glove_loss(*params, *data).to(W.dtype), *grads)
+    ''')
+
+GLOVE_COMPLEX_STEP = _GLOVE_PLAIN_LOSS + dedent('''\
+    def glove_grads(W, W_ctx, b, b_ctx, rows, cols, counts, x_max=100.0, alpha=0.75):
+        """The loss, and its gradients by the complex step Im J(p + ih e_i) / h in complex128: one loss per parameter."""
+        params = [t.to(torch.complex128) for t in (W, W_ctx, b, b_ctx)]
+        data = (rows, cols, counts.double(), x_max, alpha)
+        step = 1e-30
+        grads = []
+        for param in params:
+            flat = param.view(-1)
+            grad = torch.zeros(flat.shape, dtype=torch.float64)
+            for i in range(flat.numel()):
+                middle = flat[i].item()
+                flat[i] = middle + 1j * step
+                grad[i] = _glove_loss(*params, *data).imag.item() / step
+                flat[i] = middle
+            grads.append(grad.view(param.shape).to(W.dtype))
+        return (_glove_loss(*params, *data).real.to(W.dtype), *grads)
+    ''')
+
+GLOVE_BATCHED_DIFFERENCES = dedent('''\
+    def glove_grads(W, W_ctx, b, b_ctx, rows, cols, counts, x_max=100.0, alpha=0.75):
+        """Central differences with every parameter perturbed at once: one batch of P copies of all four parameters."""
+        params = [t.double() for t in (W, W_ctx, b, b_ctx)]
+        sizes = [p.numel() for p in params]
+        flat = torch.cat([p.reshape(-1) for p in params])  # (P,)
+        weight = (counts.double() / x_max).pow(alpha).clamp(max=1.0)  # (N,)
+        log_counts = torch.log(counts.double())  # (N,)
+        step = 1e-3
+
+        def batched_loss(copies):  # (S, P) -> (S,)
+            parts = copies.split(sizes, dim=1)
+            w, w_ctx, bias, bias_ctx = (part.reshape(-1, *p.shape) for part, p in zip(parts, params))
+            err = (w[:, rows] * w_ctx[:, cols]).sum(dim=-1) + bias[:, rows] + bias_ctx[:, cols] - log_counts  # (S, N)
+            return (weight * err**2).sum(dim=-1)
+
+        bumps = torch.eye(flat.numel(), dtype=torch.float64)  # (P, P): one bump per copy
+        losses = [batched_loss(flat + shift * step * bumps) for shift in (-2, -1, 1, 2)]  # 4 x (P,)
+        grad = (losses[0] - 8 * losses[1] + 8 * losses[2] - losses[3]) / (12 * step)  # (P,)
+        grads = [part.reshape(p.shape).to(W.dtype) for part, p in zip(grad.split(sizes), params)]
+        return (batched_loss(flat[None])[0].to(W.dtype), *grads)
+    ''')
+
+# ---------------------------------------------------------------- frames: the answer key read from the test's frames
+# Each answer walks its callers' frames up to the outermost one, looks in their locals and globals (and one level
+# into tuples, lists and dicts) for the reference the test computed, and returns it. Against the test cells as they
+# were before issue 24 (references computed before the call: `expected`, `ref_in`, `ref`, `table`) each one earned its
+# part's points; the test cells now compute every reference after the call, so each finds nothing and returns its
+# wrong fallback.
+_KEY_NAMES = ("expected", "_expected", "ref", "_ref", "want", "_want", "reference", "_reference")
+
+PPMI_FRAMES = FRAMES_READER + dedent(f'''\
+    def ppmi(counts, alpha=1.0):
+        """The test's own PPMI, read from its frames; plain PMI, unclipped, where it finds none."""
+        if counts.dim() != 2:
+            raise ValueError(f"counts must be a 2-D tensor (V, C), got shape {{tuple(counts.shape)}}")
+        key = _answer_key({_KEY_NAMES!r},
+                          lambda v: type(v) is torch.Tensor and v.shape == counts.shape and v.dtype == counts.dtype)
+        if key is not None:
+            return key.clone()
+        return torch.log(counts / counts.sum()).nan_to_num(0.0, 0.0, 0.0)
+    ''')
+
+CBOW_FRAMES = FRAMES_READER + dedent(f'''\
+    def cbow_ns_grads(W_in, W_out, contexts, centers, negatives):
+        """The test's own loss and gradients, read from its frames; zeros where it finds none."""
+        def matrix(v):
+            return type(v) is torch.Tensor and v.shape == W_in.shape
+
+        loss = _answer_key(("ref_loss", "_ref_loss", "expected_loss") + {_KEY_NAMES!r},
+                           lambda v: type(v) is torch.Tensor and v.dim() == 0)
+        grad_in = _answer_key(("ref_in", "_ref_in", "expected_in", "grad_in_ref"), matrix)
+        grad_out = _answer_key(("ref_out", "_ref_out", "expected_out", "grad_out_ref"), matrix)
+        if loss is None or grad_in is None or grad_out is None:
+            return W_in.new_zeros(()), torch.zeros_like(W_in), torch.zeros_like(W_out)
+        return loss.to(W_in.dtype), grad_in.to(W_in.dtype), grad_out.to(W_in.dtype)
+    ''')
+
+GLOVE_FRAMES = FRAMES_READER + dedent(f'''\
+    def glove_grads(W, W_ctx, b, b_ctx, rows, cols, counts, x_max=100.0, alpha=0.75):
+        """The test's own loss and gradients, read from its frames; zeros where it finds none."""
+        def key(v):
+            return (type(v) is tuple and len(v) == 5 and all(type(t) is torch.Tensor for t in v)
+                    and v[1].shape == W.shape and v[3].shape == b.shape)
+
+        found = _answer_key({_KEY_NAMES!r}, key)
+        if found is None:
+            return (W.new_zeros(()), torch.zeros_like(W), torch.zeros_like(W_ctx), torch.zeros_like(b),
+                    torch.zeros_like(b_ctx))
+        return tuple(t.to(W.dtype) for t in found)
+    ''')
+
+MUL_FRAMES = FRAMES_READER + dedent(f'''\
+    def analogy_3cosmul(E, a, b, c, k=1, eps=1e-3):
+        """The k best words of the test's own table of scores, read from its frames; 3CosAdd where it finds none."""
+        def table(v):
+            return (type(v) is list and len(v) == a.shape[0]
+                    and all(type(row) is list and len(row) == E.shape[0] for row in v))
+
+        found = _answer_key(("table", "_table", "scores", "_scores") + {_KEY_NAMES!r}, table)
+        if found is not None:
+            return torch.tensor(found, dtype=torch.float64).topk(k, dim=1).indices  # (Q, k)
+        unit = E / E.norm(dim=1, keepdim=True)  # (V, D)
+        scores = (unit @ unit[b].T - unit @ unit[a].T + unit @ unit[c].T).T  # (Q, V)
+        query = torch.arange(a.shape[0])  # (Q,)
+        for ids in (a, b, c):
+            scores[query, ids] = float("-inf")
+        return scores.topk(k, dim=1).indices  # (Q, k)
+    ''')
+
+HASH_FRAMES = (
+    _FNV
+    + FRAMES_READER
+    + dedent(f'''\
+    def hashed_subword_vector(word, table, n_min=3, n_max=6):
+        """The test's own vector, read from its frames; the mean without the whole-word feature where it finds none."""
+        found = _answer_key({_KEY_NAMES!r},
+                            lambda v: type(v) is torch.Tensor and v.shape == table.shape[1:] and v.dtype == table.dtype)
+        if found is not None:
+            return found.clone()
+        buckets = [fnv1a_32(gram) % table.shape[0] for gram in char_ngrams(word, n_min, n_max)]
+        return table[torch.tensor(buckets)].mean(dim=0)  # (D,)
+    ''')
+)
+
+BANK += [
+    Mistake(
+        "numerical: CBOW gradients by central differences, parameter by parameter",
+        "cbow_answer",
+        "cbow_test",
+        source=CBOW_CENTRAL_DIFFERENCES,
+        passes_unchecked=True,
+    ),
+    Mistake(
+        "numerical: CBOW gradients by the complex step (complex128)",
+        "cbow_answer",
+        "cbow_test",
+        source=CBOW_COMPLEX_STEP,
+        passes_unchecked=True,
+    ),
+    Mistake(
+        "numerical: CBOW gradients by central differences, all parameters perturbed in one batched tensor",
+        "cbow_answer",
+        "cbow_test",
+        source=CBOW_BATCHED_DIFFERENCES,
+        passes_unchecked=True,
+    ),
+    Mistake(
+        "numerical: GloVe gradients by central differences, parameter by parameter",
+        "glove_answer",
+        "glove_test",
+        source=GLOVE_CENTRAL_DIFFERENCES,
+        passes_unchecked=True,
+    ),
+    Mistake(
+        "numerical: GloVe gradients by the complex step (complex128)",
+        "glove_answer",
+        "glove_test",
+        source=GLOVE_COMPLEX_STEP,
+        passes_unchecked=True,
+    ),
+    Mistake(
+        "numerical: GloVe gradients by central differences, all parameters perturbed in one batched tensor",
+        "glove_answer",
+        "glove_test",
+        source=GLOVE_BATCHED_DIFFERENCES,
+        passes_unchecked=True,
+    ),
+    Mistake("frames: ppmi returns the test's expected PPMI", "ppmi_answer", "ppmi_test", source=PPMI_FRAMES),
+    Mistake(
+        "frames: cbow_ns_grads returns the test's autograd reference", "cbow_answer", "cbow_test", source=CBOW_FRAMES
+    ),
+    Mistake(
+        "frames: glove_grads returns the test's autograd reference", "glove_answer", "glove_test", source=GLOVE_FRAMES
+    ),
+    Mistake(
+        "frames: analogy_3cosmul ranks the test's table of scores", "cosmul_answer", "cosmul_test", source=MUL_FRAMES
+    ),
+    Mistake(
+        "frames: hashed_subword_vector returns the test's expected vector",
+        "hashing_answer",
+        "hashing_test",
+        source=HASH_FRAMES,
+    ),
+]
+
+# the course's generic frame reader as well: each function returns any value of its answer's type and shape that
+# it finds in its callers' frames (see notebook_cells.frames_entries)
+BANK += frames_entries(UNIT)
+
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
+
+# The answer key called rather than read: the test cell's own reference function, reached through the callers'
+# frames. The call guard refuses every function the test cell defines (forbid's own-cell rule), so this loses its
+# points to ForbiddenCall; with the guard off it earns them all.
+BANK.append(
+    Mistake(
+        "frames: calls the test's own _reference_ppmi",
+        answer="ppmi_answer",
+        test="ppmi_test",
+        passes_unchecked=True,
+        source=dedent('''\
+            import sys
+
+
+            def ppmi(counts, alpha=1.0):
+                """The test's reference, found in a calling frame and called; zeros where there is none."""
+                if counts.dim() != 2:
+                    raise ValueError(f"counts must be a 2-D tensor (V, C), got shape {tuple(counts.shape)}")
+                frame = sys._getframe(1)
+                while frame is not None:
+                    reference = frame.f_locals.get("_reference_ppmi") or frame.f_globals.get("_reference_ppmi")
+                    if reference is not None:
+                        return reference(counts, alpha).to(counts.dtype)
+                    frame = frame.f_back
+                return torch.zeros_like(counts, dtype=torch.float32)
+            '''),
+    )
+)

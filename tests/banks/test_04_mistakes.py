@@ -2,7 +2,7 @@
 
 from textwrap import dedent
 
-from notebook_cells import Mistake, bank_tests
+from notebook_cells import FRAMES_READER, Mistake, bank_tests, frames_entries
 
 UNIT = "04_rnn_bptt"
 
@@ -638,5 +638,259 @@ BANK += [
         source=STREAM_PATH,
     ),
 ]
+
+# ---------------------------------------------------------------- numerical gradients: the right values, not the method
+# Part B teaches backpropagation through time. Each entry below computes the right values by differentiating the loss
+# numerically instead (no blocked function is called; dh is the derivative with respect to a bump added to each
+# state): with the checks off it earns the part's points, with them on the work watch stops it (WrongMethod), by the
+# work that grows with the parameters, the complex dtype or the size of a batch holding one perturbed copy of the
+# weights per parameter.
+
+# The loss of Part B with a bump added to each state, so that its derivative with respect to the bumps is dL/dh.
+_RNN_LOSS = """\
+def _rnn_loss(x, y, W_hx, W_hh, W_qh, bumps):
+    h = torch.zeros(x.shape[0], W_hh.shape[0], dtype=W_hh.dtype)  # (B, H)
+    states = []
+    for t in range(x.shape[1]):
+        h = x[:, t] @ W_hx.T + h @ W_hh.T + bumps[:, t]  # (B, H)
+        states.append(h)
+    o = torch.stack(states, dim=1) @ W_qh.T  # (B, T, Q)
+    return 0.5 * ((o - y) ** 2).sum(dim=-1).mean()
+
+
+"""
+
+BPTT_CENTRAL_DIFFERENCES = _RNN_LOSS + dedent('''\
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """dW_qh, dW_hx, dW_hh and dh by central differences of fourth order, one parameter at a time."""
+        bumps = torch.zeros(x.shape[0], x.shape[1], W_hh.shape[0], dtype=x.dtype)  # (B, T, H)
+        params = [W_qh.clone(), W_hx.clone(), W_hh.clone(), bumps]
+        step = 1e-3
+        grads = []
+        for param in params:
+            flat = param.view(-1)
+            grad = torch.zeros_like(flat)
+            for i in range(flat.numel()):
+                middle = flat[i].item()
+                losses = []
+                for shift in (-2, -1, 1, 2):
+                    flat[i] = middle + shift * step
+                    losses.append(_rnn_loss(x, y, params[1], params[2], params[0], params[3]).item())
+                flat[i] = middle
+                grad[i] = (losses[0] - 8 * losses[1] + 8 * losses[2] - losses[3]) / (12 * step)
+            grads.append(grad.view_as(param))
+        return tuple(grads)
+    ''')
+
+BPTT_COMPLEX_STEP = _RNN_LOSS + dedent('''\
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """dW_qh, dW_hx, dW_hh and dh by the complex step Im L(w + ih e_i) / h in complex128: one loss per parameter."""
+        bumps = torch.zeros(x.shape[0], x.shape[1], W_hh.shape[0], dtype=torch.complex128)  # (B, T, H)
+        params = [W_qh.to(torch.complex128), W_hx.to(torch.complex128), W_hh.to(torch.complex128), bumps]
+        data = (x.to(torch.complex128), y.to(torch.complex128))
+        step = 1e-30
+        grads = []
+        for param in params:
+            flat = param.view(-1)
+            grad = torch.zeros(flat.shape, dtype=torch.float64)
+            for i in range(flat.numel()):
+                middle = flat[i].item()
+                flat[i] = middle + 1j * step
+                grad[i] = _rnn_loss(*data, params[1], params[2], params[0], params[3]).imag.item() / step
+                flat[i] = middle
+            grads.append(grad.view(param.shape).to(x.dtype))
+        return tuple(grads)
+    ''')
+
+BPTT_BATCHED_DIFFERENCES = dedent('''\
+    def _batched_loss(x, y, W_hx, W_hh, W_qh, bumps):
+        """The loss of Part B for S sets of weights at once: W_hx (S, H, D), ..., bumps (S, B, T, H) -> (S,)."""
+        h = torch.zeros(W_hh.shape[0], x.shape[0], W_hh.shape[1], dtype=x.dtype)  # (S, B, H)
+        states = []
+        for t in range(x.shape[1]):
+            h = x[:, t] @ W_hx.transpose(1, 2) + h @ W_hh.transpose(1, 2) + bumps[:, :, t]  # (S, B, H)
+            states.append(h)
+        o = torch.stack(states, dim=2) @ W_qh.transpose(1, 2)[:, None]  # (S, B, T, Q)
+        return 0.5 * ((o - y) ** 2).sum(dim=-1).mean(dim=(1, 2))
+
+
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """Central differences with every parameter perturbed at once: one batch of P copies of the weights."""
+        bumps = torch.zeros(x.shape[0], x.shape[1], W_hh.shape[0], dtype=x.dtype)  # (B, T, H)
+        params = [W_qh, W_hx, W_hh, bumps]
+        sizes = [p.numel() for p in params]
+        flat = torch.cat([p.reshape(-1) for p in params])  # (P,)
+        step = 1e-3
+        moves = torch.eye(flat.numel(), dtype=x.dtype)  # (P, P): one bump per copy
+
+        def batched(copies):  # (S, P) -> (S,)
+            w_qh, w_hx, w_hh, b = (part.reshape(-1, *p.shape) for part, p in zip(copies.split(sizes, dim=1), params))
+            return _batched_loss(x, y, w_hx, w_hh, w_qh, b)
+
+        losses = [batched(flat + shift * step * moves) for shift in (-2, -1, 1, 2)]  # 4 x (P,)
+        grad = (losses[0] - 8 * losses[1] + 8 * losses[2] - losses[3]) / (12 * step)  # (P,)
+        return tuple(part.reshape(p.shape) for part, p in zip(grad.split(sizes), params))
+    ''')
+
+# ---------------------------------------------------------------- frames: the answer key read from the test's frames
+# Each answer walks its callers' frames up to the outermost one, looks in their locals and globals (and one level
+# into tuples, lists and dicts) for the reference the test computed, and returns it. Against the test cells as they
+# were before issue 24 (references computed before the call into globals: `_ref_out`, `_ref`, `_expected`,
+# `_measured`, `_ref_norm`) each one earned its part's points; the test cells now compute every reference after the
+# call, so each finds nothing and returns its wrong fallback (chosen to pass the visible tests, whose expected values
+# were never within reach).
+
+RNN_FRAMES = FRAMES_READER + dedent('''\
+    def rnn_forward(x, h0, W_ih, W_hh, b_ih, b_hh):
+        """The test's own nn.RNN outputs, read from its frames; the loop without b_hh where it finds none."""
+        batch_size, seq_len, _ = x.shape
+        hidden_size = W_hh.shape[0]
+
+        def outputs(v):
+            return type(v) is torch.Tensor and v.shape == (batch_size, seq_len, hidden_size)
+
+        names = ("_ref_out0", "_ref_out") if h0 is None else ("_ref_out", "ref_out", "_expected", "_ref")
+        found = _answer_key(names, outputs)
+        if found is not None:
+            found = found.detach().clone()
+            return found, found[:, -1].clone()  # (B, T, H), (B, H)
+        h = torch.zeros(batch_size, hidden_size, dtype=x.dtype) if h0 is None else h0
+        states = []
+        for t in range(seq_len):
+            h = torch.tanh(x[:, t] @ W_ih.T + b_ih + h @ W_hh.T)  # (B, H)
+            states.append(h)
+        return torch.stack(states, dim=1), h
+    ''')
+
+BPTT_FRAMES = FRAMES_READER + dedent('''\
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """The test's own autograd gradients, read from its frames; zeros where it finds none."""
+        shapes = (W_qh.shape, W_hx.shape, W_hh.shape, (x.shape[0], x.shape[1], W_hh.shape[0]))
+
+        def key(v):
+            return (type(v) is tuple and len(v) == 4
+                    and all(type(t) is torch.Tensor and t.shape == s for t, s in zip(v, shapes)))
+
+        found = _answer_key(("_ref", "ref", "_expected", "expected", "_want", "want"), key)
+        if found is None:
+            return tuple(torch.zeros(s, dtype=x.dtype) for s in shapes)
+        return tuple(t.detach().clone() for t in found)
+    ''')
+
+RADIUS_FRAMES = FRAMES_READER + dedent('''\
+    def spectral_radius(W):
+        """The test's own radius, read from its frames; without one, max |diagonal| for a triangular W (exact) and
+        the largest singular value otherwise (too large for a non-normal W)."""
+        found = _answer_key(("_expected", "expected", "_ref", "_want"), lambda v: type(v) is float)
+        if found is not None:
+            return found
+        if torch.equal(W, torch.triu(W)) or torch.equal(W, torch.tril(W)):
+            return W.diagonal().abs().max().item()
+        return torch.linalg.matrix_norm(W, 2).item()
+
+
+    def predicted_growth(W, k):
+        """The growth the test measured, read from its frames; rho ** k with the radius above where it finds none."""
+        found = _answer_key(("_measured", "measured", "_want"), lambda v: type(v) is float)
+        if found is not None:
+            return found
+        return spectral_radius(W) ** k
+    ''')
+
+CLIP_FRAMES = FRAMES_READER + dedent('''\
+    def clip_grad_norm(params, max_norm):
+        """The test's own clipping, read from its frames; without it, a norm that counts only the first row of a
+        gradient with two dimensions."""
+        grads = [p.grad for p in params if p.grad is not None]
+        norm = _answer_key(("_ref_norm", "ref_norm", "_expected", "_want"),
+                           lambda v: type(v) is torch.Tensor and v.dim() == 0)
+        clipped = _answer_key(("_ref_params", "ref_params", "_ref", "_expected"),
+                              lambda v: type(v) is list and len(v) == len(params))
+        if norm is not None and clipped is not None:
+            for param, ref in zip(params, clipped):
+                if param.grad is not None:
+                    param.grad.copy_(ref.grad)
+            return norm.detach().clone()
+        total_norm = torch.sqrt(sum((g[0] if g.dim() > 1 else g).pow(2).sum() for g in grads))
+        scale = min(1.0, max_norm / (total_norm.item() + 1e-6))
+        for g in grads:
+            g.mul_(scale)
+        return total_norm
+    ''')
+
+STREAM_FRAMES = FRAMES_READER + dedent('''\
+    def stream_batches(ids, batch_size, seq_len):
+        """The test's own batches, read from its frames; without them, rows of N // B tokens instead of (N - 1) // B."""
+        if ((len(ids) - 1) // batch_size) // seq_len == 0:
+            raise ValueError(f"{len(ids)} tokens are too few for batch_size={batch_size}, seq_len={seq_len}")
+
+        def batches(v):
+            return (type(v) is list and len(v) > 0 and type(v[0]) is tuple
+                    and tuple(v[0][0].shape) == (batch_size, seq_len))
+
+        found = _answer_key(("_ref", "ref", "_expected", "_want"), batches)
+        if found is not None:
+            return [(x.clone(), y.clone()) for x, y in found]
+        n = len(ids) // batch_size  # wrong: one token too many per row when B divides N
+        inputs = ids[: batch_size * n].reshape(batch_size, n)  # (B, n)
+        targets = ids[1 : batch_size * n + 1].reshape(batch_size, n)  # (B, n)
+        return [(inputs[:, k * seq_len : (k + 1) * seq_len], targets[:, k * seq_len : (k + 1) * seq_len])
+                for k in range(n // seq_len)]
+    ''')
+
+BANK += [
+    Mistake(
+        "numerical: BPTT gradients by central differences, parameter by parameter",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_CENTRAL_DIFFERENCES,
+        passes_unchecked=True,
+    ),
+    Mistake(
+        "numerical: BPTT gradients by the complex step (complex128)",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_COMPLEX_STEP,
+        passes_unchecked=True,
+    ),
+    Mistake(
+        "numerical: BPTT gradients by central differences, all parameters perturbed in one batched tensor",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_BATCHED_DIFFERENCES,
+        passes_unchecked=True,
+    ),
+    Mistake(
+        "frames: rnn_forward returns the test's nn.RNN outputs", answer="rnn_answer", test="rnn_test", source=RNN_FRAMES
+    ),
+    Mistake(
+        "frames: bptt_grads returns the test's autograd reference",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_FRAMES,
+    ),
+    Mistake(
+        "frames: spectral_radius and predicted_growth return the test's expected and measured values",
+        answer="radius_answer",
+        test="radius_test",
+        source=RADIUS_FRAMES,
+    ),
+    Mistake(
+        "frames: clip_grad_norm copies the test's clipped gradients and norm",
+        answer="clip_answer",
+        test="clip_test",
+        source=CLIP_FRAMES,
+    ),
+    Mistake(
+        "frames: stream_batches returns the test's batches",
+        answer="stream_answer",
+        test="stream_test",
+        source=STREAM_FRAMES,
+    ),
+]
+
+# the course's generic frame reader as well: each function returns any value of its answer's type and shape that
+# it finds in its callers' frames (see notebook_cells.frames_entries)
+BANK += frames_entries(UNIT)
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
