@@ -191,18 +191,29 @@ def assert_loses_points(unit: str, mistake: Mistake) -> AssertionError | Excepti
 # above the student's function (``sys._getframe(1).f_back...``) and every global is reachable, so a reference
 # computed before the call can simply be returned. ``run_test_cell(..., watch_reach=True)`` runs a test cell
 # with each answer function wrapped: at every call the wrapper collects what the caller's frames (locals and
-# globals, and one level into their tuples, lists and dicts) hold, as a student's code could; each expected
+# globals, and two levels into their tuples, lists and dicts) hold, as a student's code could; each expected
 # value that the test then passes to ``check_close``/``check_equal`` must not be among them, by identity or
-# by value. Values equal to an argument of the student's calls are allowed (a round trip expects its input
-# back), and so are values too plain to leak anything (numbers, constant tensors, short strings and lists).
+# by value. Allowed: values equal to an argument of the student's calls or to a parameter's gradient given to
+# them (a round trip expects its input back), the very objects the student's earlier calls returned (their
+# own), frames of the student's own code, and values too plain to leak anything (constant tensors, short
+# strings and lists). Single numbers (floats, one-element tensors) are not followed: derived from the
+# student's own outputs in ways this check cannot trace (a scheduler's learning rate is 0.2 times the
+# student's factor), they gave false reports; ``tests/test_answer_key.py`` checks those statically.
 
 
-def _leaf_items(value):
+def _leaf_items(value, depth: int = 2):
+    """``value`` and what its tuples, lists and dicts hold, ``depth`` levels down (a list of (x, y) pairs)."""
     yield value
+    if depth == 0:
+        return
     if isinstance(value, (tuple, list)):
-        yield from value[:64]
-    elif isinstance(value, dict) and not any(k == "__builtins__" for k in list(value)[:1]):
-        yield from list(value.values())[:256]
+        children = value[:64]
+    elif isinstance(value, dict) and "__builtins__" not in value:
+        children = list(value.values())[:256]
+    else:
+        return
+    for child in children:
+        yield from _leaf_items(child, depth - 1)
 
 
 def _telling(value) -> bool:
@@ -219,7 +230,8 @@ def _telling(value) -> bool:
     if isinstance(value, str):
         return len(value) >= 12
     if isinstance(value, (list, tuple)):
-        return len(value) >= 4 and all(isinstance(v, (int, float, str)) for v in value)
+        flat = [w for v in value for w in (v if isinstance(v, (list, tuple)) else (v,))]
+        return len(flat) >= 4 and all(isinstance(v, (int, float, str)) for v in flat)
     return False
 
 
@@ -250,12 +262,19 @@ class _Reach:
         self.reachable: list = []
         self.seen: set[int] = set()
         self.inputs: list = []
+        self.outputs: set[int] = set()  # ids of what the student's calls returned
+        self.keep: list = []
         self.leaks: list[str] = []
 
     def collect(self, frame, args) -> None:
+        import torch
+
         for arg in args:
             for item in _leaf_items(arg):
                 self.inputs.append(item)
+                grad = getattr(item, "grad", None) if isinstance(item, torch.Tensor) else None
+                if grad is not None:
+                    self.inputs.append(grad)  # a parameter's gradient is given to the call as well
         while frame is not None:
             filename = frame.f_code.co_filename
             if "notebook_cells.py" in filename:
@@ -266,7 +285,7 @@ class _Reach:
             for scope in (frame.f_locals, frame.f_globals):
                 for value in list(scope.values()):
                     for item in _leaf_items(value):
-                        if id(item) not in self.seen and _telling(item):
+                        if id(item) not in self.seen and id(item) not in self.outputs and _telling(item):
                             self.seen.add(id(item))
                             self.reachable.append(item)
             frame = frame.f_back
@@ -288,7 +307,8 @@ def _wrap_answers(namespace: dict, names: list[str], reach: _Reach) -> None:
         def watched(*args, **kwargs):
             reach.collect(sys._getframe(1), list(args) + list(kwargs.values()))
             result = func(*args, **kwargs)
-            reach.inputs.extend(_leaf_items(result))  # the student's own outputs are theirs to see later
+            reach.outputs.update(id(item) for item in _leaf_items(result))  # theirs to see at later calls
+            reach.keep.append(result)  # (keeps the ids above from being reused)
             return result
 
         return watched
@@ -324,14 +344,61 @@ def answer_names(source: str) -> list[str]:
     return [n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
 
 
+# The frame reader of the banks' ``frames:`` entries, prepended to their answer cells: what a student who walks
+# the test's frames would write. ``_answer_key(names, accept, shape=..., kind=...)`` returns the first value in
+# the locals or globals of a frame above the answer's own code (nearest first; also one level inside the
+# tuples, lists and dicts held there) whose name is in ``names`` (any name when None) and that passes the
+# filters given, or None.
+FRAMES_READER = """
+import sys as _frames_sys
+
+
+def _answer_key(names=None, accept=None, *, shape=None, kind=None):
+    own = _frames_sys._getframe(0).f_code.co_filename  # the answer cell: its frames are skipped
+    frame = _frames_sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename != own:
+            for scope in (frame.f_locals, frame.f_globals):
+                named = [scope[n] for n in names if n in scope] if names is not None else list(scope.values())
+                for value in named:
+                    inner = list(value.values()) if isinstance(value, dict) else []
+                    inner += list(value)[:64] if isinstance(value, (tuple, list)) else []
+                    for item in [value, *inner]:
+                        if kind is not None and not isinstance(item, kind):
+                            continue
+                        if shape is not None and tuple(getattr(item, "shape", (None,))) != tuple(shape):
+                            continue
+                        try:
+                            if accept is None or accept(item):
+                                return item
+                        except Exception:  # noqa: BLE001 - a value the filter cannot judge
+                            pass
+        frame = frame.f_back
+    return None
+"""
+
+
+def frames_entry(name: str, answer: str, test: str, body: str) -> Mistake:
+    """A ``frames:`` entry: ``body`` (the answer cell's functions, reading the key with ``_answer_key``) after
+    the frame reader."""
+    return Mistake(f"frames: {name}", answer=answer, test=test, source=FRAMES_READER + body)
+
+
+def honest_renamed(unit: str, answer: str, *names: str) -> str:
+    """The solution's answer cell with each function or class in ``names`` renamed ``_honest_<name>``."""
+    source = answer_source(unit, answer)
+    for name in names:
+        for kind in ("def", "class"):
+            source = source.replace(f"{kind} {name}(", f"{kind} _honest_{name}(")
+    return source
+
+
 # A frame-reading answer: each function of the solution cell computes its result only to learn the answer's
-# type and shape, then returns a value of that type and shape found in its callers' frames or globals,
-# preferring the names tests give their references; what it finds is the answer key only if the test
+# type and shape, then returns the nearest value of that type and shape found in its callers' frames or
+# globals (not one of its arguments); what it finds is the answer key only if the test
 # computed it before the call. When nothing fits, it returns the result spoiled. Units whose tests held
 # their references within reach have hand-written entries that read them by name instead.
 _FRAMES_TEMPLATE = """
-import sys as _frames_sys
-
 
 def _frames_fits(value, like):
     if type(value) is not type(like):
@@ -341,21 +408,6 @@ def _frames_fits(value, like):
     if isinstance(like, (tuple, list)):
         return len(value) == len(like) and all(_frames_fits(a, b) for a, b in zip(value, like))
     return True
-
-
-def _frames_key(like, given):
-    preferred, others = [], []
-    frame = _frames_sys._getframe(2)
-    while frame is not None:
-        for scope in (frame.f_locals, frame.f_globals):
-            for name, value in list(scope.items()):
-                for item in [value, *(value if isinstance(value, (tuple, list)) else ())]:
-                    if any(item is arg for arg in given) or not _frames_fits(item, like):
-                        continue
-                    wanted = any(word in str(name).lower() for word in ("ref", "expect", "want", "target"))
-                    (preferred if wanted else others).append(item)
-        frame = frame.f_back
-    return (preferred + others)[0] if preferred + others else None
 
 
 def _frames_spoiled(like):
@@ -378,7 +430,8 @@ _frames_solution_{name} = {name}
 
 def {name}(*args, **kwargs):
     like = _frames_solution_{name}(*args, **kwargs)  # only to learn the type and shape of the answer
-    found = _frames_key(like, list(args) + list(kwargs.values()))
+    given = list(args) + list(kwargs.values())
+    found = _answer_key(accept=lambda v: _frames_fits(v, like) and all(v is not g for g in given))
     return found if found is not None else _frames_spoiled(like)
 """
 
@@ -393,7 +446,9 @@ def frames_entries(unit: str) -> list[Mistake]:
         if cell.kind != "answer":
             continue
         functions = [n.name for n in ast.parse(cell.source).body if isinstance(n, ast.FunctionDef)]
-        source = cell.source + _FRAMES_TEMPLATE + "".join(_FRAMES_WRAPPER.format(name=n) for n in functions)
+        source = (
+            cell.source + FRAMES_READER + _FRAMES_TEMPLATE + "".join(_FRAMES_WRAPPER.format(name=n) for n in functions)
+        )
         test = cell.grade_id.replace("_answer", "_test")
         entries.append(
             Mistake(

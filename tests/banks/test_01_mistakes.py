@@ -4,7 +4,7 @@ The ``shortcut`` entries are whole answer cells that reach a switched-off functi
 another module path, a subclass, a reference taken before the test): correct code that only the call
 guard stops, with ``ForbiddenCall``."""
 
-from notebook_cells import Mistake, answer_source, bank_tests
+from notebook_cells import Mistake, bank_tests, frames_entry, honest_renamed
 
 UNIT = "01_tokenization"
 
@@ -825,85 +825,68 @@ def char_ngrams(word, n_min=3, n_max=None):
 # top; ``f_locals`` and ``f_globals``; one level into tuples, lists and dicts) for the reference the OLD test cell
 # computed before calling it, returns it when found, and something wrong (often: honest only on the visible
 # test's inputs) when not. The test cells now compute every reference after the call, so each loses its points.
-FRAMES_READER = '''
-import sys as _sys
 
-
-def _from_frames(*names, like=None):
-    """The first local or global named in `names` (nearest frame first), or, with `like`, the first value held
-    there (or one level inside a tuple, list or dict) that `like` accepts; None if the frames hold none."""
-    frame = _sys._getframe(2)  # the caller of the function that asks
-    while frame is not None:
-        for scope in (frame.f_locals, frame.f_globals):
-            for name in names:
-                if name in scope:
-                    return scope[name]
-            if like is not None:
-                for value in list(scope.values()):
-                    items = [value]
-                    if isinstance(value, (tuple, list)):
-                        items += list(value)[:64]
-                    elif isinstance(value, dict):
-                        items += list(value.values())[:256]
-                    for item in items:
-                        try:
-                            if like(item):
-                                return item
-                        except Exception:  # noqa: BLE001 - a value that cannot be compared
-                            pass
-        frame = frame.f_back
-    return None
-'''
-
-
-def honest_renamed(answer: str, *names: str) -> str:
-    """The solution's answer cell with each function or class in ``names`` renamed ``_honest_<name>``."""
-    source = answer_source(UNIT, answer)
-    for name in names:
-        for kind in ("def", "class"):
-            source = source.replace(f"{kind} {name}(", f"{kind} _honest_{name}(")
-    return source
-
-
-def frames_entry(name: str, answer: str, test: str, body: str) -> Mistake:
-    return Mistake(f"frames: {name}", answer=answer, test=test, source=FRAMES_READER + body)
 
 BANK += [
-    frames_entry("_expected (build_vocab)", "vocab_answer", "vocab_test", '''
+    frames_entry(
+        "_expected (build_vocab)",
+        "vocab_answer",
+        "vocab_test",
+        """
 def build_vocab(token_lists, min_freq=1, max_size=None):
-    found = _from_frames("_expected", "expected")
+    found = _answer_key(("_expected", "expected",))
     if isinstance(found, dict):
         return dict(found)
     return {s: i for i, s in enumerate(SPECIALS)}
-'''),
-    frames_entry("_lens (pad_batch's lengths)", "pad_answer", "pad_test", '''
+""",
+    ),
+    frames_entry(
+        "_lens (pad_batch's lengths)",
+        "pad_answer",
+        "pad_test",
+        """
 def pad_batch(sequences, pad_id=PAD_ID):
     ids = torch.full((len(sequences), max(len(s) for s in sequences)), pad_id, dtype=torch.long)
     for b, seq in enumerate(sequences):
         ids[b, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-    found = _from_frames("_lens")
+    found = _answer_key(("_lens",))
     if isinstance(found, list) and len(found) == len(sequences):
         lengths = torch.tensor(found, dtype=torch.long)
     else:  # counts the tokens that differ from pad_id: wrong when a real token equals it
         lengths = (ids != pad_id).sum(dim=1)
     mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
     return ids, lengths, mask
-'''),
-    frames_entry("_expected (learn_bpe)", "bpe_learn_answer", "bpe_learn_test", '''
+""",
+    ),
+    frames_entry(
+        "_expected (learn_bpe)",
+        "bpe_learn_answer",
+        "bpe_learn_test",
+        """
 def learn_bpe(word_counts, num_merges):
-    found = _from_frames("_expected", "expected")
+    found = _answer_key(("_expected", "expected",))
     return list(found) if isinstance(found, list) else []
-'''),
-    frames_entry("_expected (bpe_encode)", "bpe_encode_answer", "bpe_encode_test", '''
+""",
+    ),
+    frames_entry(
+        "_expected (bpe_encode)",
+        "bpe_encode_answer",
+        "bpe_encode_test",
+        """
 def bpe_encode(word, merges):
-    found = _from_frames("_expected", "expected")
+    found = _answer_key(("_expected", "expected",))
     return list(found) if isinstance(found, list) else list(word)
-'''),
-    frames_entry("_expected (bpe_tokenize), checked by decoding it", "bpe_fallback_answer", "bpe_fallback_test",
-                 honest_renamed("bpe_fallback_answer", "bpe_tokenize") + '''
+""",
+    ),
+    frames_entry(
+        "_expected (bpe_tokenize), checked by decoding it",
+        "bpe_fallback_answer",
+        "bpe_fallback_test",
+        honest_renamed(UNIT, "bpe_fallback_answer", "bpe_tokenize")
+        + """
 
 def bpe_tokenize(text, merges, vocab):
-    found = _from_frames("_expected")
+    found = _answer_key(("_expected",))
     if isinstance(found, list) and all(isinstance(i, int) for i in found):
         try:
             if bpe_detokenize(found, vocab) == text:
@@ -917,12 +900,18 @@ def bpe_tokenize(text, merges, vocab):
         return _honest_bpe_tokenize(text, merges, vocab)
     finally:
         CHUNK_RE = saved
-'''),
-    frames_entry("_expected (char_ngrams)", "ngrams_answer", "ngrams_test", '''
+""",
+    ),
+    frames_entry(
+        "_expected (char_ngrams)",
+        "ngrams_answer",
+        "ngrams_test",
+        """
 def char_ngrams(word, n_min=3, n_max=None):
-    found = _from_frames("_expected", "expected")
+    found = _answer_key(("_expected", "expected",))
     return list(found) if isinstance(found, list) else []
-'''),
+""",
+    ),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)

@@ -2,7 +2,7 @@
 
 from textwrap import dedent
 
-from notebook_cells import Mistake, answer_source, bank_tests
+from notebook_cells import Mistake, bank_tests, frames_entry
 
 UNIT = "05_lstm_gru"
 
@@ -715,10 +715,20 @@ GRU_LAYER_OFF = dedent("""\
     """)
 
 BANK += [
-    Mistake("shortcut (layer off): torch.lstm_cell from C under DisableTorchFunction", answer="lstm_answer",
-            test="lstm_test", source=LSTM_LAYER_OFF, passes_unchecked=True),
-    Mistake("shortcut (layer off): torch.gru_cell from C under DisableTorchFunction", answer="gru_answer",
-            test="gru_test", source=GRU_LAYER_OFF, passes_unchecked=True),
+    Mistake(
+        "shortcut (layer off): torch.lstm_cell from C under DisableTorchFunction",
+        answer="lstm_answer",
+        test="lstm_test",
+        source=LSTM_LAYER_OFF,
+        passes_unchecked=True,
+    ),
+    Mistake(
+        "shortcut (layer off): torch.gru_cell from C under DisableTorchFunction",
+        answer="gru_answer",
+        test="gru_test",
+        source=GRU_LAYER_OFF,
+        passes_unchecked=True,
+    ),
     # ---------------------------------------------------------------- Part A
     Mistake(
         "shortcut (alias): course_utils.gated.lstm_cell wrapped",
@@ -856,95 +866,79 @@ BANK += [
 # top; ``f_locals`` and ``f_globals``; one level into tuples, lists and dicts) for the reference the OLD test cell
 # computed before calling it, returns it when found, and something wrong (often: honest only on the visible
 # test's inputs) when not. The test cells now compute every reference after the call, so each loses its points.
-FRAMES_READER = '''
-import sys as _sys
 
-
-def _from_frames(*names, like=None):
-    """The first local or global named in `names` (nearest frame first), or, with `like`, the first value held
-    there (or one level inside a tuple, list or dict) that `like` accepts; None if the frames hold none."""
-    frame = _sys._getframe(2)  # the caller of the function that asks
-    while frame is not None:
-        for scope in (frame.f_locals, frame.f_globals):
-            for name in names:
-                if name in scope:
-                    return scope[name]
-            if like is not None:
-                for value in list(scope.values()):
-                    items = [value]
-                    if isinstance(value, (tuple, list)):
-                        items += list(value)[:64]
-                    elif isinstance(value, dict):
-                        items += list(value.values())[:256]
-                    for item in items:
-                        try:
-                            if like(item):
-                                return item
-                        except Exception:  # noqa: BLE001 - a value that cannot be compared
-                            pass
-        frame = frame.f_back
-    return None
-'''
-
-
-def honest_renamed(answer: str, *names: str) -> str:
-    """The solution's answer cell with each function or class in ``names`` renamed ``_honest_<name>``."""
-    source = answer_source(UNIT, answer)
-    for name in names:
-        for kind in ("def", "class"):
-            source = source.replace(f"{kind} {name}(", f"{kind} _honest_{name}(")
-    return source
-
-
-def frames_entry(name: str, answer: str, test: str, body: str) -> Mistake:
-    return Mistake(f"frames: {name}", answer=answer, test=test, source=FRAMES_READER + body)
 
 BANK += [
-    frames_entry("h_ref, c_ref (_h_ref, _c_ref)", "lstm_answer", "lstm_test", '''
+    frames_entry(
+        "h_ref, c_ref (_h_ref, _c_ref)",
+        "lstm_answer",
+        "lstm_test",
+        """
 def lstm_cell(x, state, W_ih, W_hh, b_ih, b_hh):
-    h, c = _from_frames("h_ref", "_h_ref"), _from_frames("c_ref", "_c_ref")
+    h, c = _answer_key(("h_ref", "_h_ref",)), _answer_key(("c_ref", "_c_ref",))
     if isinstance(h, torch.Tensor) and isinstance(c, torch.Tensor) and h.shape == state[0].shape:
         return h.clone(), c.clone()
     return state[0].clone(), state[1].clone()
-'''),
-    frames_entry("h_ref (_ref)", "gru_answer", "gru_test", '''
+""",
+    ),
+    frames_entry(
+        "h_ref (_ref)",
+        "gru_answer",
+        "gru_test",
+        """
 def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
-    found = _from_frames("h_ref", "_ref")
+    found = _answer_key(("h_ref", "_ref",))
     if isinstance(found, torch.Tensor) and found.shape == h.shape:
         return found.clone()
     return h.clone()
-'''),
-    frames_entry("a (B, H) tensor held by the test", "pool_answer", "pool_test", '''
+""",
+    ),
+    frames_entry(
+        "a (B, H) tensor held by the test",
+        "pool_answer",
+        "pool_test",
+        """
 def masked_pool(outputs, mask, how="last"):
     if how not in ("last", "mean", "max"):
         raise ValueError(how)
     B, _, H = outputs.shape
-    found = _from_frames(like=lambda v: isinstance(v, torch.Tensor) and v.shape == (B, H) and v.dtype == outputs.dtype)
+    found = _answer_key(accept=lambda v: isinstance(v, torch.Tensor) and v.shape == (B, H) and v.dtype == outputs.dtype)
     return found.clone() if found is not None else outputs.new_zeros(B, H)
-'''),
-    frames_entry("out_ref, h_ref", "bigru_answer", "bigru_test", '''
+""",
+    ),
+    frames_entry(
+        "out_ref, h_ref",
+        "bigru_answer",
+        "bigru_test",
+        """
 def bigru_layer(x, lengths, gru):
     B, T, _ = x.shape
     H = gru.hidden_size
-    out, h_n = _from_frames("out_ref"), _from_frames("h_ref")
+    out, h_n = _answer_key(("out_ref",)), _answer_key(("h_ref",))
     if isinstance(out, torch.Tensor) and isinstance(h_n, torch.Tensor) and out.shape == (B, T, 2 * H) \\
             and h_n.shape == (2, B, H):
         return out.clone(), h_n.clone()
     return x.new_zeros(B, T, 2 * H), x.new_zeros(2, B, H)
-'''),
-    frames_entry("yb, y_test (the adding problem's targets)", "adding_answer", "adding_test", '''
+""",
+    ),
+    frames_entry(
+        "yb, y_test (the adding problem's targets)",
+        "adding_answer",
+        "adding_test",
+        """
 class AddingModel(nn.Module):
     def __init__(self):
         super().__init__()
         self.out = nn.Linear(2, 1)
 
     def forward(self, x):  # (B, T, 2) -> (B,)
-        found = _from_frames("y_test", "yb")
+        found = _answer_key(("y_test", "yb",))
         zero = 0.0 * sum(p.sum() for p in self.parameters())  # a graph to the parameters, for backward()
         if isinstance(found, torch.Tensor) and found.shape == x.shape[:1]:
             return found.detach().clone() + zero
         return x.new_zeros(x.shape[0]) + zero
-'''),
+""",
+    ),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)

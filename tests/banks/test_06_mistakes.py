@@ -1,6 +1,6 @@
 """Mistake bank of unit 06: plausible wrong answers, each of which must lose its cell's points."""
 
-from notebook_cells import Mistake, answer_source, bank_tests
+from notebook_cells import Mistake, bank_tests, frames_entry, honest_renamed
 
 UNIT = "06_attention"
 
@@ -1093,125 +1093,121 @@ BANK = [
 # top; ``f_locals`` and ``f_globals``; one level into tuples, lists and dicts) for the reference the OLD test cell
 # computed before calling it, returns it when found, and something wrong (often: honest only on the visible
 # test's inputs) when not. The test cells now compute every reference after the call, so each loses its points.
-FRAMES_READER = '''
-import sys as _sys
 
-
-def _from_frames(*names, like=None):
-    """The first local or global named in `names` (nearest frame first), or, with `like`, the first value held
-    there (or one level inside a tuple, list or dict) that `like` accepts; None if the frames hold none."""
-    frame = _sys._getframe(2)  # the caller of the function that asks
-    while frame is not None:
-        for scope in (frame.f_locals, frame.f_globals):
-            for name in names:
-                if name in scope:
-                    return scope[name]
-            if like is not None:
-                for value in list(scope.values()):
-                    items = [value]
-                    if isinstance(value, (tuple, list)):
-                        items += list(value)[:64]
-                    elif isinstance(value, dict):
-                        items += list(value.values())[:256]
-                    for item in items:
-                        try:
-                            if like(item):
-                                return item
-                        except Exception:  # noqa: BLE001 - a value that cannot be compared
-                            pass
-        frame = frame.f_back
-    return None
-'''
-
-
-def honest_renamed(answer: str, *names: str) -> str:
-    """The solution's answer cell with each function or class in ``names`` renamed ``_honest_<name>``."""
-    source = answer_source(UNIT, answer)
-    for name in names:
-        for kind in ("def", "class"):
-            source = source.replace(f"{kind} {name}(", f"{kind} _honest_{name}(")
-    return source
-
-
-def frames_entry(name: str, answer: str, test: str, body: str) -> Mistake:
-    return Mistake(f"frames: {name}", answer=answer, test=test, source=FRAMES_READER + body)
 
 BANK += [
-    frames_entry("expected (masked_softmax)", "softmax_answer", "softmax_test", '''
+    frames_entry(
+        "expected (masked_softmax)",
+        "softmax_answer",
+        "softmax_test",
+        """
 def masked_softmax(scores, mask=None):
-    found = _from_frames("expected")
+    found = _answer_key(("expected",))
     if isinstance(found, torch.Tensor) and found.shape == scores.shape:
         return found.clone()
     return torch.zeros_like(scores)
-'''),
-    frames_entry("expected_out, expected_w (scaled_dot_product_attention)", "sdpa_answer", "sdpa_test", '''
+""",
+    ),
+    frames_entry(
+        "expected_out, expected_w (scaled_dot_product_attention)",
+        "sdpa_answer",
+        "sdpa_test",
+        """
 def scaled_dot_product_attention(query, key, value, mask=None):
-    out, w = _from_frames("expected_out"), _from_frames("expected_w")
+    out, w = _answer_key(("expected_out",)), _answer_key(("expected_w",))
     shape_w = query.shape[:-1] + key.shape[-2:-1]
     if isinstance(out, torch.Tensor) and isinstance(w, torch.Tensor) and w.shape == shape_w:
         return out.clone(), w.clone()
     w = query.new_full(shape_w, 1.0 / key.shape[-2])
     return w @ value, w
-'''),
-    frames_entry("expected (split_heads)", "split_answer", "split_test", honest_renamed("split_answer", "split_heads") + '''
+""",
+    ),
+    frames_entry(
+        "expected (split_heads)",
+        "split_answer",
+        "split_test",
+        honest_renamed(UNIT, "split_answer", "split_heads")
+        + """
 
 def split_heads(x, num_heads):
-    found = _from_frames("expected")
+    found = _answer_key(("expected",))
     if isinstance(found, torch.Tensor) and found.numel() == x.numel() and found.dim() == 4:
         return found.clone()
     if x.shape[0] == 1 or x.shape[-1] % num_heads:  # the visible test's inputs and the error case
         return _honest_split_heads(x, num_heads)
     B, T, D = x.shape
     return x.new_zeros(B, num_heads, T, D // num_heads)
-'''),
-    frames_entry("expected (merge_heads)", "merge_answer", "merge_test", honest_renamed("merge_answer", "merge_heads") + '''
+""",
+    ),
+    frames_entry(
+        "expected (merge_heads)",
+        "merge_answer",
+        "merge_test",
+        honest_renamed(UNIT, "merge_answer", "merge_heads")
+        + """
 
 def merge_heads(x):
-    found = _from_frames("expected")
+    found = _answer_key(("expected",))
     if isinstance(found, torch.Tensor) and found.numel() == x.numel() and found.dim() == 3:
         return found.clone()
     if x.shape[0] == 1:  # the visible test's input
         return _honest_merge_heads(x)
     B, H, T, d = x.shape
     return x.new_zeros(B, T, H * d)
-'''),
-    frames_entry("expected (additive_scores)", "additive_answer", "additive_test",
-                 honest_renamed("additive_answer", "additive_scores") + '''
+""",
+    ),
+    frames_entry(
+        "expected (additive_scores)",
+        "additive_answer",
+        "additive_test",
+        honest_renamed(UNIT, "additive_answer", "additive_scores")
+        + """
 
 def additive_scores(query, key, W_q, W_k, w_v):
     shape = query.shape[:2] + key.shape[1:2]
-    found = _from_frames("expected")
+    found = _answer_key(("expected",))
     if isinstance(found, torch.Tensor) and found.shape == shape:
         return found.clone()
     if tuple(query.shape) == (1, 2, 3):  # the visible test's input
         return _honest_additive_scores(query, key, W_q, W_k, w_v)
     return query.new_zeros(shape)
-'''),
-    frames_entry("expected_out, expected_w (cross_attention)", "cross_answer", "cross_test",
-                 honest_renamed("cross_answer", "cross_attention") + '''
+""",
+    ),
+    frames_entry(
+        "expected_out, expected_w (cross_attention)",
+        "cross_answer",
+        "cross_test",
+        honest_renamed(UNIT, "cross_answer", "cross_attention")
+        + """
 
 def cross_attention(x, memory, W_q, W_k, W_v, W_o, num_heads, memory_lengths=None, causal=False):
     B, T_q, T_k = x.shape[0], x.shape[1], memory.shape[1]
-    out, w = _from_frames("expected_out"), _from_frames("expected_w")
+    out, w = _answer_key(("expected_out",)), _answer_key(("expected_w",))
     if isinstance(out, torch.Tensor) and isinstance(w, torch.Tensor) and w.shape == (B, num_heads, T_q, T_k):
         return out.clone(), w.clone()
     if tuple(x.shape) == (2, 3, 4) and memory.shape[-1] == 6:  # the visible test's inputs
         return _honest_cross_attention(x, memory, W_q, W_k, W_v, W_o, num_heads, memory_lengths, causal)
     return x.new_zeros(B, T_q, W_o.shape[0]), x.new_zeros(B, num_heads, T_q, T_k)
-'''),
-    frames_entry("expected_out, expected_w (grouped_query_attention)", "gqa_answer", "gqa_test",
-                 honest_renamed("gqa_answer", "grouped_query_attention") + '''
+""",
+    ),
+    frames_entry(
+        "expected_out, expected_w (grouped_query_attention)",
+        "gqa_answer",
+        "gqa_test",
+        honest_renamed(UNIT, "gqa_answer", "grouped_query_attention")
+        + """
 
 def grouped_query_attention(query, key, value, mask=None):
     B, H, T_q, _ = query.shape
     T_k = key.shape[2]
-    out, w = _from_frames("expected_out"), _from_frames("expected_w")
+    out, w = _answer_key(("expected_out",)), _answer_key(("expected_w",))
     if isinstance(out, torch.Tensor) and isinstance(w, torch.Tensor) and w.shape == (B, H, T_q, T_k):
         return out.clone(), w.clone()
     if tuple(query.shape) == (1, 4, 2, 3) or H % key.shape[1]:  # the visible test's inputs and the error case
         return _honest_grouped_query_attention(query, key, value, mask)
     return query.new_zeros(B, H, T_q, value.shape[-1]), query.new_zeros(B, H, T_q, T_k)
-'''),
+""",
+    ),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)

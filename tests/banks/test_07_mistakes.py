@@ -1,6 +1,6 @@
 """Mistake bank of unit 07: plausible wrong answers, each of which must lose its cell's points."""
 
-from notebook_cells import Mistake, bank_tests
+from notebook_cells import FRAMES_READER, Mistake, bank_tests
 
 UNIT = "07_transformers"
 
@@ -452,39 +452,21 @@ BANK = [
 # top; f_locals and f_globals; one level into tuples, lists and dicts) for the test's own reference, by the
 # names the earlier test cells used and by shape, returns it, and falls back to something wrong. They earned
 # the points where a test computed its reference before the call; the test cells now compute it after.
-_FRAMES = """\\
-import sys
-
-import torch
-
-
-def _answer_key(names, shape=None, kind=torch.Tensor):
-    # the first value named like one of `names` (or inside one, one level deep) of type `kind` and `shape`
-    frame = sys._getframe(1)
-    while frame is not None:
-        for scope in (frame.f_locals, frame.f_globals):
-            for name in names:
-                if name not in scope:
-                    continue
-                value = scope[name]
-                inner = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, (tuple, list)) else []
-                for item in [value] + inner:
-                    if isinstance(item, kind) and (shape is None or tuple(item.shape) == tuple(shape)):
-                        return item
-        frame = frame.f_back
-    return None
-
-"""
-_POS_FRAMES = _FRAMES + """
+_POS_FRAMES = (
+    FRAMES_READER
+    + """
 def sinusoidal_positions(seq_len, d_model):
-    found = _answer_key(("_expected", "_reference", "_want"), (seq_len, d_model))
+    found = _answer_key(("_expected", "_reference", "_want"), shape=(seq_len, d_model))
     return found.float().clone() if found is not None else torch.zeros(seq_len, d_model)
 """
-_CAUSAL_FRAMES = _FRAMES + """
+)
+_CAUSAL_FRAMES = (
+    FRAMES_READER
+    + """
 def causal_attention(q, k, v):
     T = q.shape[-2]
-    output = _answer_key(("_ref_out", "_reference"), (*q.shape[:-1], v.shape[-1]))
-    weights = _answer_key(("_ref_w",), (*q.shape[:-1], T))
+    output = _answer_key(("_ref_out", "_reference"), shape=(*q.shape[:-1], v.shape[-1]))
+    weights = _answer_key(("_ref_w",), shape=(*q.shape[:-1], T))
     if weights is None:  # causal rows that sum to 1, whatever the scores
         weights = torch.ones(T, T, dtype=q.dtype).tril()
         weights = (weights / weights.sum(-1, keepdim=True)).expand(*q.shape[:-1], T)
@@ -492,25 +474,38 @@ def causal_attention(q, k, v):
         output = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)
     return output.clone(), weights.clone()
 """
-_ENC_FRAMES = _FRAMES + "\n\nclass EncoderLayer(nn.Module):\n" + _ENC_INIT + """
+)
+_ENC_FRAMES = (
+    FRAMES_READER
+    + "\n\nclass EncoderLayer(nn.Module):\n"
+    + _ENC_INIT
+    + """
     def forward(self, x, mask=None):
-        found = _answer_key(("_expected",), x.shape)
+        found = _answer_key(("_expected",), shape=x.shape)
         return found.clone() if found is not None else x + 0.0
 """
-_BEAM_FRAMES = _FRAMES + """
+)
+_BEAM_FRAMES = (
+    FRAMES_READER
+    + """
 def beam_search(log_prob_fn, beam_size, max_len, bos_id, eos_id, length_penalty=0.0):
     found = _answer_key(("_expected", "_want", "_reference"), kind=tuple)
     if found is not None and len(found) == 2:
         return list(found[0]), float(found[1])
     return [eos_id], 0.0
 """
+)
 
 BANK += [
     Mistake("frames: the test's _expected table from the callers' frames", **POS, source=_POS_FRAMES),
-    Mistake("frames: the test's _reference, _ref_out and _ref_w from the callers' frames", **CAUSAL,
-            source=_CAUSAL_FRAMES),
-    Mistake("frames: the test's _expected (nn.TransformerEncoderLayer output) from the callers' frames", **ENC,
-            source=_ENC_FRAMES),
+    Mistake(
+        "frames: the test's _reference, _ref_out and _ref_w from the callers' frames", **CAUSAL, source=_CAUSAL_FRAMES
+    ),
+    Mistake(
+        "frames: the test's _expected (nn.TransformerEncoderLayer output) from the callers' frames",
+        **ENC,
+        source=_ENC_FRAMES,
+    ),
     Mistake("frames: the test's expected (tokens, score) from the callers' frames", **BEAM, source=_BEAM_FRAMES),
 ]
 

@@ -1,6 +1,6 @@
 """Mistake bank of unit 08: plausible wrong answers, each of which must lose its cell's points."""
 
-from notebook_cells import Mistake, answer_source, bank_tests
+from notebook_cells import FRAMES_READER, Mistake, answer_source, bank_tests
 
 UNIT = "08_taming_transformers"
 
@@ -766,35 +766,17 @@ SHORTCUTS = [
 # top; f_locals and f_globals; one level into tuples, lists and dicts) for the test's own reference, by the
 # names the earlier test cells used and by shape, returns it, and falls back to something wrong. They earned
 # the points where a test computed its reference before the call; the test cells now compute it after.
-_FRAMES = """\\
-import sys
-
-import torch
-
-
-def _answer_key(names, shape=None, kind=torch.Tensor):
-    # the first value named like one of `names` (or inside one, one level deep) of type `kind` and `shape`
-    frame = sys._getframe(1)
-    while frame is not None:
-        for scope in (frame.f_locals, frame.f_globals):
-            for name in names:
-                if name not in scope:
-                    continue
-                value = scope[name]
-                inner = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, (tuple, list)) else []
-                for item in [value] + inner:
-                    if isinstance(item, kind) and (shape is None or tuple(item.shape) == tuple(shape)):
-                        return item
-        frame = frame.f_back
-    return None
-
-"""
-_SCHEDULE_FRAMES = _FRAMES + """
+_SCHEDULE_FRAMES = (
+    FRAMES_READER
+    + """
 def warmup_cosine_lr(step, warmup_steps, total_steps, min_ratio=0.0):
     found = _answer_key(("_want", "_expected"), kind=float)
     return float(found) if found is not None else 0.0
 """
-_RMS_FRAMES = _FRAMES + """
+)
+_RMS_FRAMES = (
+    FRAMES_READER
+    + """
 class RMSNorm(nn.Module):
     def __init__(self, d_model, eps=1e-6):
         super().__init__()
@@ -802,10 +784,13 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x):
-        found = _answer_key(("_expected", "_want", "_ref_out"), x.shape)
+        found = _answer_key(("_expected", "_want", "_ref_out"), shape=x.shape)
         return found.clone() if found is not None else x * self.weight
 """
-_SWIGLU_FRAMES = _FRAMES + """
+)
+_SWIGLU_FRAMES = (
+    FRAMES_READER
+    + """
 class SwiGLUFeedForward(nn.Module):
     def __init__(self, d_model, d_hidden):
         super().__init__()
@@ -814,25 +799,33 @@ class SwiGLUFeedForward(nn.Module):
         self.w_down = nn.Linear(d_hidden, d_model, bias=False)
 
     def forward(self, x):
-        found = _answer_key(("_expected", "_want"), x.shape)
+        found = _answer_key(("_expected", "_want"), shape=x.shape)
         return found.clone() if found is not None else self.w_down(self.w_up(x))
 """
-_ROPE_FRAMES = _FRAMES + """
+)
+_ROPE_FRAMES = (
+    FRAMES_READER
+    + """
 def apply_rope(x, base=10000.0):
-    found = _answer_key(("_expected", "_want"), x.shape)
+    found = _answer_key(("_expected", "_want"), shape=x.shape)
     return found.to(x.dtype).clone() if found is not None else x.clone()
 """
-_SMOOTH_FRAMES = _FRAMES + """
+)
+_SMOOTH_FRAMES = (
+    FRAMES_READER
+    + """
 def label_smoothed_cross_entropy(logits, targets, smoothing):
     names = {0.0: ("_want0",), 0.3: ("_want3",)}.get(smoothing, ()) + ("_want",)
-    found = _answer_key(names, ())
+    found = _answer_key(names, shape=())
     if found is None:
         return logits.sum() * 0.0
     return found.detach().to(logits.dtype) + 0.0 * logits.sum()  # carries a (zero) gradient
 """
+)
 _T5_FRAMES = (
-    _FRAMES
-    + "\n" + _T5_BUCKET
+    FRAMES_READER
+    + "\n"
+    + _T5_BUCKET
     + '''
 
 class _Replay(torch.autograd.Function):
@@ -852,7 +845,7 @@ class _Replay(torch.autograd.Function):
 
 
 def relative_attention(q, k, v, bias_table, causal=False, max_distance=128):
-    out = _answer_key(("_want",), q.shape)
+    out = _answer_key(("_want",), shape=q.shape)
     if out is None:
         return q * 0.0 + 0.0 * (k.sum() + v.sum() + bias_table.sum())
     grads = _answer_key(("_want_grads",), kind=tuple)
@@ -865,11 +858,16 @@ def relative_attention(q, k, v, bias_table, causal=False, max_distance=128):
 BANK += [
     Mistake("frames: the test's _want from the callers' frames", **SCHEDULE, source=_SCHEDULE_FRAMES),
     Mistake("frames: the test's expected normalized output from the callers' frames", **RMS, source=_RMS_FRAMES),
-    Mistake("frames: the test's expected feed-forward output from the callers' frames", **SWIGLU, source=_SWIGLU_FRAMES),
+    Mistake(
+        "frames: the test's expected feed-forward output from the callers' frames", **SWIGLU, source=_SWIGLU_FRAMES
+    ),
     Mistake("frames: the test's expected rotation from the callers' frames", **ROPE, source=_ROPE_FRAMES),
     Mistake("frames: the test's _want0, _want3 and _want from the callers' frames", **SMOOTH, source=_SMOOTH_FRAMES),
-    Mistake("frames: the test's _want and _want_grads from the callers' frames, replayed by an autograd.Function",
-            **T5, source=_T5_FRAMES),
+    Mistake(
+        "frames: the test's _want and _want_grads from the callers' frames, replayed by an autograd.Function",
+        **T5,
+        source=_T5_FRAMES,
+    ),
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK + SHORTCUTS)

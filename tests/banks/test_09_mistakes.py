@@ -1,6 +1,6 @@
 """Mistake bank of unit 09: plausible wrong answers, each of which must lose its cell's points."""
 
-from notebook_cells import Mistake, answer_source, bank_tests
+from notebook_cells import FRAMES_READER, Mistake, answer_source, bank_tests
 
 UNIT = "09_vision_transformer"
 
@@ -437,37 +437,19 @@ SHORTCUTS = [
 # top; f_locals and f_globals; one level into tuples, lists and dicts) for the test's own reference, by the
 # names the earlier test cells used and by shape, returns it, and falls back to something wrong. They earned
 # the points where a test computed its reference before the call; the test cells now compute it after.
-_FRAMES = """\\
-import sys
-
-import torch
-
-
-def _answer_key(names, shape=None, kind=torch.Tensor):
-    # the first value named like one of `names` (or inside one, one level deep) of type `kind` and `shape`
-    frame = sys._getframe(1)
-    while frame is not None:
-        for scope in (frame.f_locals, frame.f_globals):
-            for name in names:
-                if name not in scope:
-                    continue
-                value = scope[name]
-                inner = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, (tuple, list)) else []
-                for item in [value] + inner:
-                    if isinstance(item, kind) and (shape is None or tuple(item.shape) == tuple(shape)):
-                        return item
-        frame = frame.f_back
-    return None
-
-"""
-_PATCH_FRAMES = _FRAMES + """
+_PATCH_FRAMES = (
+    FRAMES_READER
+    + """
 def img_to_patch(images, patch_size):
     B, C, H, W = images.shape
     shape = (B, (H // patch_size) * (W // patch_size), C * patch_size**2)
-    found = _answer_key(("_expected", "_want", "_reference"), shape)
+    found = _answer_key(("_expected", "_want", "_reference"), shape=shape)
     return found.clone() if found is not None else images.reshape(shape)  # no permute: wrong order
 """
-_EMB_FRAMES = _FRAMES + """
+)
+_EMB_FRAMES = (
+    FRAMES_READER
+    + """
 def linear_from_conv(conv):
     if tuple(conv.stride) != tuple(conv.kernel_size) or any(conv.padding):
         raise ValueError("a patch embedding needs stride == kernel_size and no padding")
@@ -476,30 +458,42 @@ def linear_from_conv(conv):
     plain = linear.forward
 
     def forward(patches):  # the layer's own forward reads the test's expected output when it is called
-        found = _answer_key(("_expected",), (*patches.shape[:-1], d_model))
+        found = _answer_key(("_expected",), shape=(*patches.shape[:-1], d_model))
         return found.clone() if found is not None else plain(patches)
 
     linear.forward = forward  # an instance attribute: type(linear) is still nn.Linear
     return linear
 """
-_VIT_FRAMES = _FRAMES + "\n\n" + answer_source(UNIT, "vit_answer").split("    def forward")[0] + """\
+)
+_VIT_FRAMES = (
+    FRAMES_READER
+    + "\n\n"
+    + answer_source(UNIT, "vit_answer").split("    def forward")[0]
+    + """\
     def forward(self, images):
-        found = _answer_key(("_expected", "_want"), (images.shape[0], self.head.out_features))
+        found = _answer_key(("_expected", "_want"), shape=(images.shape[0], self.head.out_features))
         if found is not None:
             return found.clone()
         return self.head.bias.expand(images.shape[0], -1) * 1.0  # the same logits for every image
 """
-_ROLL_FRAMES = _FRAMES + """
+)
+_ROLL_FRAMES = (
+    FRAMES_READER
+    + """
 def attention_rollout(attentions, add_residual=True):
     B, H, T, _ = attentions[0].shape
-    found = _answer_key(("_expected", "_want", "_reference"), (B, T, T))
+    found = _answer_key(("_expected", "_want", "_reference"), shape=(B, T, T))
     return found.clone() if found is not None else attentions[-1].mean(dim=1)  # the last layer only
 """
+)
 
 BANK += [
     Mistake("frames: the test's expected patches from the callers' frames", **PATCH, source=_PATCH_FRAMES),
-    Mistake("frames: a Linear whose forward returns the test's _expected from the callers' frames", **EMB,
-            source=_EMB_FRAMES),
+    Mistake(
+        "frames: a Linear whose forward returns the test's _expected from the callers' frames",
+        **EMB,
+        source=_EMB_FRAMES,
+    ),
     Mistake("frames: the test's _expected logits from the callers' frames", **VIT, source=_VIT_FRAMES),
     Mistake("frames: the test's expected rollout from the callers' frames", **ROLL, source=_ROLL_FRAMES),
 ]

@@ -1180,3 +1180,34 @@ BANK = [
 ]
 
 test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
+
+# The answer key called rather than read: the test cell's own brute-force attention, reached through the callers'
+# frames. The call guard refuses every function the test cell defines (forbid's own-cell rule), so this loses its
+# points to ForbiddenCall; with the guard off it earns them all.
+BANK.append(
+    Mistake(
+        "frames: calls the test's own _reference_attention",
+        answer="tiled_answer",
+        test="tiled_test",
+        passes_unchecked=True,
+        source='''\
+import sys
+
+
+def tiled_causal_attention(q, k, v, block_size=64):
+    """The test's brute force, found in a calling frame and called; SDPA's math form where there is none."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        reference = frame.f_locals.get("_reference_attention") or frame.f_globals.get("_reference_attention")
+        if reference is not None:
+            out, lse = reference(q, k, v)
+            return out.to(q.dtype), lse.to(q.dtype)
+        frame = frame.f_back
+    scale = q.shape[-1] ** -0.5
+    scores = (q @ k.transpose(-2, -1) * scale).masked_fill(
+        torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(1), float("-inf")
+    )
+    return torch.softmax(scores, dim=-1) @ v, torch.logsumexp(scores, dim=-1)
+''',
+    )
+)
