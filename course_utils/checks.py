@@ -12,21 +12,27 @@ and, where it helps, the likely mistake (``hint``). They check types strictly
         student_attention(q, k, v)
     check_method(work.largest < seq_len * seq_len, "student_attention", "it built the (T, T) matrix")
 
-``forbid`` is the call guard of ``course_utils.guard`` and ``watch_work`` the work watch of
-``course_utils.work``, re-exported here for test cells. ``check_method`` is the one assertion about *how*
-a result was computed (work, memory, rounds, dtypes), as opposed to its value.
+``forbid`` is the call guard of ``course_utils.guard`` (refusing also the test cell's own functions) and
+``watch_work`` the work watch of ``course_utils.work``, re-exported here for test cells. ``check_method`` is
+the one assertion about *how* a result was computed (work, memory, rounds, dtypes), as opposed to its value.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from .guard import ForbiddenCall, forbid  # noqa: F401 - re-exported for test cells
+from . import guard as _guard
+from .guard import ForbiddenCall  # noqa: F401 - re-exported for test cells
 from .work import Work, watch_work  # noqa: F401 - re-exported for test cells
+
+# The call guard as test cells use it: it also refuses the functions the test cell defines (its references),
+# which the student's code could otherwise reach through its callers' frames (see guard.forbid, own_cell).
+forbid = functools.partial(_guard.forbid, own_cell=True)
 
 
 def _fail(name: str, problem: str, hint: str | None) -> None:

@@ -266,7 +266,15 @@ class _State:
 _STATE = _State()
 
 
+_OWN = "the test's own "  # the label of a test cell's function refused by own_cell
+
+
 def _message(what: str, reason: str | None) -> str:
+    if what.startswith(_OWN):
+        return (
+            f"your code called {what}, a function of the test cell itself (reached through the callers' frames): "
+            "the test's functions are its answer key; compute the result yourself"
+        )
     return reason or (
         f"your code called {what}, which this test forbids (however it is reached: another name, "
         "module path, subclass or a reference taken earlier): build it yourself"
@@ -353,14 +361,40 @@ class _Mode(TorchFunctionMode):
             layer.inside -= 1
 
 
+def _test_cell_functions(frame: Any, allow: tuple) -> list[types.FunctionType]:
+    """Plain functions defined in the file of ``frame`` (the code entering a block: one test cell), found in
+    its locals and globals, except those running now (on the stack) and those in ``allow``."""
+    if frame is None or frame.f_code.co_filename == __file__:
+        return []
+    filename = frame.f_code.co_filename
+    running, walk = set(), frame
+    while walk is not None:
+        running.add(walk.f_code)
+        walk = walk.f_back
+    allowed = {id(getattr(f, "__code__", None)) for f in allow}
+    found = {}
+    for scope in (frame.f_locals, frame.f_globals):
+        for value in list(scope.values()):
+            code = getattr(value, "__code__", None) if isinstance(value, types.FunctionType) else None
+            if code is not None and code.co_filename == filename and code not in running and id(code) not in allowed:
+                found[id(code)] = value
+    return list(found.values())
+
+
 @contextlib.contextmanager
-def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
+def forbid(*targets: Any, reason: str | None = None, own_cell: bool = False, allow: tuple = ()) -> Iterator[None]:
     """Fail the enclosed block if any of ``targets`` runs, however it is reached.
 
     ``targets`` are functions, methods, classes (every method defined in the class body),
     built-in functions (torch operators included), C methods such as ``torch.Tensor.unfold``, or
     operators of ``torch.ops`` (``torch.ops.aten.nll_loss_forward``: every overload). ``reason``
     replaces the default message.
+
+    ``own_cell``: refuse too the functions that the code entering the block defined next to it (a test
+    cell's references and helpers: plain functions of its file, in its locals and globals, that are not
+    running), since the student's code could reach them through its callers' frames and call the answer
+    key; ``course_utils.checks.forbid``, which test cells use, turns it on. A function the student's code is
+    meant to call (a callback the test hands it) goes in ``allow``.
     Raises ``ValueError`` for a target it cannot watch, and :class:`ForbiddenCall` (an
     ``AssertionError``) when a target ran or the guard was switched off inside the block.
     """
@@ -369,6 +403,9 @@ def forbid(*targets: Any, reason: str | None = None) -> Iterator[None]:
     mine = _Targets()
     for target in targets:
         mine.add(target)
+    for helper in _test_cell_functions(sys._getframe(2), allow) if own_cell else ():
+        mine.codes.setdefault(id(helper.__code__), f"{_OWN}{helper.__name__}")
+        mine.keep.append(helper.__code__)
     state = _STATE
     if state.stack and sys.getprofile() is not state.stack[-1][1]:
         state.stack.clear()  # not inside a live block: entries left by an interrupted block, or planted

@@ -173,8 +173,33 @@ def test_a_previous_profile_function_is_kept():
         sys.setprofile(None)
 
 
-def test_checks_reexports_the_guard():
-    assert checks_forbid is forbid
+def test_checks_gives_test_cells_the_guard_with_their_own_functions_refused():
+    assert checks_forbid.func is forbid and checks_forbid.keywords == {"own_cell": True}
+
+
+def _reference_softmax(scores):  # a test's own reference, defined next to the block
+    return torch.softmax(scores, dim=-1)
+
+
+def _student_calling_the_reference(scores):
+    return sys.modules[__name__]._reference_softmax(scores)  # as if found through the callers' frames
+
+
+def test_own_cell_refuses_the_functions_defined_next_to_the_block_but_not_those_running_or_allowed():
+    with forbid(attention.masked_softmax):  # off by default: a test module's helpers stay usable
+        _student_calling_the_reference(S)
+    with pytest.raises(ForbiddenCall, match="the test's own _reference_softmax, a function of the test cell"):
+        with checks_forbid(attention.masked_softmax, allow=(_student_calling_the_reference,)):
+            _student_calling_the_reference(S)
+    with checks_forbid(attention.masked_softmax, allow=(_reference_softmax, _student_calling_the_reference)):
+        _student_calling_the_reference(S)
+
+    def running_helper():
+        with checks_forbid(attention.masked_softmax, allow=(_student_calling_the_reference,)):
+            return _honest(S)  # _honest is defined in this file too, but the block only refuses calls
+
+    with pytest.raises(ForbiddenCall, match="_honest"):
+        running_helper()
 
 
 @pytest.mark.parametrize("bad", [None, 3, "softmax"])
