@@ -2,13 +2,15 @@
 
     python -m benchmarks.check_cost [--units 04_rnn_bptt 10_beyond_attention] [--repeats 3]
 
-For every test cell of the chosen units (all by default), the reference solution is run through the very
-test code nbgrader runs (``tests/banks/notebook_cells.py``: setup cells, answer cells, then the one test
-cell), twice: as graded, with the call guard (``forbid``: its profile hook, its torch-function mode and its
-watch at the dispatcher), the work watch and ``check_method`` on; and with all three switched off
-(``checks_off``), the cell's own reference computations and value checks still running. It prints the best
-of ``--repeats`` runs of the test cell alone (the setup and answer cells run once beforehand, as the grader
-runs them, and are not timed), the ratio, and the totals. Prints, never asserts; run it on an otherwise idle machine.
+For every test cell of the chosen units (all by default), the reference solution is run through the very test
+code nbgrader runs (``tests/banks/notebook_cells.py``: setup cells, answer cells, then the one test cell),
+twice: as graded, with the call guard (``forbid``: its profile hook, its torch-function mode and its watch at
+the dispatcher), the work watch and ``check_method`` on; and with all three switched off (``checks_off``), the
+cell's own reference computations and value checks still running. It prints the best of ``--repeats`` runs of
+the test cell alone (the setup and answer cells run once beforehand, as the grader runs them, and are not
+timed), the ratio, each unit's total and the grand total. ``--without-layer`` times the checks without the
+guard's watch at the dispatcher, to show what that watch adds. Prints, never asserts; run it on an otherwise
+idle machine.
 """
 
 from __future__ import annotations
@@ -55,7 +57,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--units", nargs="*", default=None, help="units to time (default: every unit)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--without-layer",
+        action="store_true",
+        help="checks on, but the guard without its watch at the dispatcher (what that watch adds)",
+    )
     args = parser.parse_args()
+    if args.without_layer:
+        import course_utils.guard as guard
+
+        guard.function_layer_required = lambda **options: contextlib.nullcontext()
     units = args.units or sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
     cpu = platform.processor() or platform.machine()
     print(
@@ -65,6 +76,7 @@ def main() -> None:
     print(f"{'unit':<24} {'test cell':<18} {'checks on':>10} {'checks off':>11} {'ratio':>6}")
     total_on = total_off = 0.0
     for unit in units:
+        unit_on = unit_off = 0.0
         cells = load_cells(unit)
         with contextlib.redirect_stdout(io.StringIO()):
             checked = _namespace(cells, unit)
@@ -77,8 +89,10 @@ def main() -> None:
                 on = _time_cell(cell, checked, args.repeats)
                 with _checks_switched_off():
                     off = _time_cell(cell, unchecked, args.repeats)
-            total_on, total_off = total_on + on, total_off + off
+            unit_on, unit_off = unit_on + on, unit_off + off
             print(f"{unit:<24} {cell.grade_id:<18} {on:>9.3f}s {off:>10.3f}s {on / off:>5.2f}x", flush=True)
+        total_on, total_off = total_on + unit_on, total_off + unit_off
+        print(f"{unit:<24} {'(all test cells)':<18} {unit_on:>9.3f}s {unit_off:>10.3f}s {unit_on / unit_off:>5.2f}x")
     print(f"{'all':<24} {'':<18} {total_on:>9.3f}s {total_off:>10.3f}s {total_on / total_off:>5.2f}x")
 
 

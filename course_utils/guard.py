@@ -400,12 +400,16 @@ def forbid(*targets: Any, reason: str | None = None, own_cell: bool = False, all
     """
     if not targets:
         raise ValueError("forbid: give at least one function, method, class or built-in to forbid")
-    mine = _Targets()
+    mine = _Targets()  # built anew for each block: no cache that the student's code could edit between tests
     for target in targets:
         mine.add(target)
-    for helper in _test_cell_functions(sys._getframe(2), allow) if own_cell else ():
-        mine.codes.setdefault(id(helper.__code__), f"{_OWN}{helper.__name__}")
-        mine.keep.append(helper.__code__)
+    helpers = _test_cell_functions(sys._getframe(2), allow) if own_cell else []
+    if helpers:
+        own = _Targets()
+        for helper in helpers:
+            own.codes[id(helper.__code__)] = f"{_OWN}{helper.__name__}"
+            own.keep.append(helper.__code__)
+        mine = own.merged(mine)
     state = _STATE
     if state.stack and sys.getprofile() is not state.stack[-1][1]:
         state.stack.clear()  # not inside a live block: entries left by an interrupted block, or planted

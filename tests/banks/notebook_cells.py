@@ -106,7 +106,7 @@ def _checks_switched_off():
     import course_utils.checks as checks
 
     @contextlib.contextmanager
-    def no_guard(*targets, reason=None):
+    def no_guard(*targets, **options):
         yield
 
     @contextlib.contextmanager
@@ -461,11 +461,13 @@ def frames_entries(unit: str) -> list[Mistake]:
     return entries
 
 
+FRAMES = "frames:"  # the name prefix of bank entries that read the answer key from the test's frames
 SHORTCUT = "shortcut"  # the name prefix of bank entries that reach a forbidden function instead of building it
 
 
 def check_bank(unit: str, bank: list[Mistake], minimum: int = 5) -> None:
-    """Every autograded answer cell of ``unit`` has at least ``minimum`` distinct mistakes and a shortcut."""
+    """Every autograded answer cell of ``unit`` has at least ``minimum`` distinct mistakes, a shortcut and a
+    ``frames:`` entry."""
     names = [m.name for m in bank]
     assert len(names) == len(set(names)), "mistake names must be unique"
     for answer in answer_ids(unit):
@@ -473,6 +475,9 @@ def check_bank(unit: str, bank: list[Mistake], minimum: int = 5) -> None:
         assert count >= minimum, f"{unit}: answer cell {answer!r} has {count} mistakes, need {minimum}"
         assert any(m.answer == answer and m.name.startswith(SHORTCUT) for m in bank), (
             f"{unit}: answer cell {answer!r} has no shortcut entry (a forbidden function reached another way)"
+        )
+        assert any(m.answer == answer and m.name.startswith(FRAMES) for m in bank), (
+            f"{unit}: answer cell {answer!r} has no frames: entry (the answer key read from the callers' frames)"
         )
 
 

@@ -829,6 +829,24 @@ def char_ngrams(word, n_min=3, n_max=None):
 
 BANK += [
     frames_entry(
+        "_expected (Numericalizer's encode and decode)",
+        "codec_answer",
+        "codec_test",
+        """
+class Numericalizer:
+    def __init__(self, stoi):
+        self.stoi = dict(stoi)
+
+    def encode(self, tokens, add_bos=False, add_eos=False):
+        found = _answer_key(("_expected", "expected", "_want"), accept=lambda v: isinstance(v, list))
+        return list(found) if found is not None else []
+
+    def decode(self, ids):
+        found = _answer_key(("_expected", "expected", "_want"), accept=lambda v: isinstance(v, list))
+        return list(found) if found is not None else []
+""",
+    ),
+    frames_entry(
         "_expected (build_vocab)",
         "vocab_answer",
         "vocab_test",
