@@ -286,6 +286,9 @@ def _make_hook(targets: _Targets, previous: Any, called: list[str], reason: str 
     switch_keys, switch_codes = _SWITCH_KEYS, _SWITCH_CODES
     hiding_codes, hiding_keys, generated = _HIDING_CODES, _HIDING_KEYS, _generated_files()
     callback, set_eval_frame = _eval_frame.get_eval_frame_callback, _eval_frame.set_eval_frame
+    # fast paths: most calls are of nothing watched, decided by one set lookup
+    watched_codes = set(codes) | set(switch_codes) | set(hiding_codes)
+    watched_names = {key[1] for key in (*builtins, *switch_keys, *hiding_keys)} | set(methods)
 
     def refuse(what: str, message: str | None = None) -> None:
         message = message or _message(what, reason)
@@ -302,18 +305,21 @@ def _make_hook(targets: _Targets, previous: Any, called: list[str], reason: str 
             previous(frame, event, arg)
         if event == "call":
             code = id(frame.f_code)
-            if code in codes:
-                refuse(codes[code])
-            if code in switch_codes and frame.f_back is not None and frame.f_back.f_code not in own:
-                refuse(f"{switch_codes[code]} (the guard may not be switched off)")
-            if code in hiding_codes:
-                owner = frame.f_locals.get("self") if hiding_codes[code] == "compiled code" else None
-                hide(f"compiled code ({type(owner).__name__})" if owner is not None else hiding_codes[code])
+            if code in watched_codes:
+                if code in codes:
+                    refuse(codes[code])
+                if code in switch_codes and frame.f_back is not None and frame.f_back.f_code not in own:
+                    refuse(f"{switch_codes[code]} (the guard may not be switched off)")
+                if code in hiding_codes:
+                    owner = frame.f_locals.get("self") if hiding_codes[code] == "compiled code" else None
+                    hide(f"compiled code ({type(owner).__name__})" if owner is not None else hiding_codes[code])
             if frame.f_code.co_filename.startswith(generated):
                 hide("FX-generated code" if frame.f_code.co_filename.startswith(_FX_FILE) else "inductor's code")
             if callback() is not None:
                 hide(_DYNAMO)
         elif event == "c_call":
+            if arg.__name__ not in watched_names:
+                return
             key = _builtin_key(arg)
             if key is None:
                 return

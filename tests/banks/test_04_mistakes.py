@@ -838,7 +838,39 @@ STREAM_FRAMES = FRAMES_READER + dedent('''\
                 for k in range(n // seq_len)]
     ''')
 
+# Right values, not the method: each dL/dh_t summed over every later step, with the powers of W_hh^T kept from one
+# term to the next (the closed form written out), which is O(T^2) matrix products instead of one backward sweep.
+BPTT_QUADRATIC = dedent('''\
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """x (B, T, D), y (B, T, Q) -> (dW_qh, dW_hx, dW_hh, dh), dh from the closed form, one later step at a time."""
+        batch_size, seq_len, _ = x.shape
+        h = torch.zeros(batch_size, W_hh.shape[0], dtype=x.dtype)
+        hs = [h]
+        for t in range(seq_len):
+            h = x[:, t] @ W_hx.T + h @ W_hh.T
+            hs.append(h)
+        states, prev = torch.stack(hs[1:], dim=1), torch.stack(hs[:-1], dim=1)  # (B, T, H) each
+        d_o = (states @ W_qh.T - y) / (batch_size * seq_len)  # (B, T, Q)
+        dh = torch.zeros_like(states)
+        for t in range(seq_len):
+            pushed = torch.zeros_like(states[:, 0])  # (B, H)
+            for s in range(seq_len - 1, t - 1, -1):  # dL/dh_t = sum_s (W_hh^T)^(s - t) W_qh^T dL/do_s, by Horner
+                pushed = pushed @ W_hh + d_o[:, s] @ W_qh
+            dh[:, t] = pushed
+        dW_qh = torch.einsum("btq,bth->qh", d_o, states)
+        dW_hx = torch.einsum("bth,btd->hd", dh, x)
+        dW_hh = torch.einsum("bth,btk->hk", dh, prev)
+        return dW_qh, dW_hx, dW_hh, dh
+    ''')
+
 BANK += [
+    Mistake(
+        "not the method: BPTT with each dL/dh_t summed over the later steps (O(T^2))",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_QUADRATIC,
+        passes_unchecked=True,
+    ),
     Mistake(
         "numerical: BPTT gradients by central differences, parameter by parameter",
         answer="bptt_answer",
