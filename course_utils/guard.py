@@ -72,7 +72,7 @@ from torch.overrides import TorchFunctionMode
 
 from .layer import _LAYER, ForbiddenCall, function_layer_required
 
-__all__ = ["ForbiddenCall", "forbid", "function_layer_required"]  # the last two from .layer
+__all__ = ["ForbiddenCall", "count_python_steps", "forbid", "function_layer_required"]  # the last two from .layer
 
 
 def _label(obj: Any) -> str:
@@ -463,8 +463,59 @@ def forbid(*targets: Any, reason: str | None = None, own_cell: bool = False, all
             raise ForbiddenCall(f"the guard was switched off while your code ran ({problem})")
 
 
+# ------------------------------------------------------------------ Python's own work, counted
+# Installed code (the interpreter's, the environment's) and the course library: not the student's.
+_LIBRARY_FILES = tuple(
+    {os.path.join(os.path.realpath(p), "") for p in (sys.prefix, sys.base_prefix, os.path.dirname(__file__))}
+    | {os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, os.path.dirname(__file__))}
+) + ("<course_utils",)
+_STEPS: list[list[int]] = []  # the counters of the active count_python_steps blocks
+
+
+@contextlib.contextmanager
+def count_python_steps(steps: list[int]) -> Iterator[None]:
+    """Count into ``steps[0]`` the bytecode instructions that Python code outside the installed packages and
+    the course library (the student's code, and any callback of the test) runs inside the block.
+
+    Work done in plain Python floats and lists runs no tensor operation, so only this sees it (a numerical
+    derivative computed on ``.tolist()`` values). Uses ``sys.settrace`` with opcode events in those frames
+    only; blocks nest. Raises :class:`ForbiddenCall` if the trace function was replaced inside the block.
+    """
+    outermost = not _STEPS
+    _STEPS.append(steps)
+    library = _LIBRARY_FILES
+    counters = _STEPS
+
+    def local(frame, event, arg):
+        if event == "opcode":
+            for counter in counters:
+                counter[0] += 1
+        return local
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename.startswith(library):
+            return None
+        frame.f_trace_lines = False
+        frame.f_trace_opcodes = True
+        return local
+
+    previous = sys.gettrace() if outermost else None
+    if outermost:
+        sys.settrace(tracer)
+    try:
+        yield
+    finally:
+        _STEPS.remove(steps)
+        if outermost:
+            installed = sys.gettrace()
+            sys.settrace(previous)
+            if installed is not tracer:
+                raise ForbiddenCall("the guard was switched off while your code ran (the trace function was replaced)")
+
+
 _OWN_CODES = frozenset(
     _codes_of(forbid)
     + [forbid.__wrapped__.__code__]
     + [c for c in forbid.__wrapped__.__code__.co_consts if isinstance(c, types.CodeType)]
+    + [count_python_steps.__wrapped__.__code__]
 )

@@ -26,7 +26,10 @@ What a :class:`Work` records:
 - ``dtypes``: every dtype an operation returned (a complex dtype betrays the complex-step derivative);
 - ``counts``: operations by ATen name (``"aten::mm"``);
 - ``elements``: elements returned, by ATen name; ``exponentials`` sums those of the operations that
-  compute exponentials (``EXPONENTIALS``: exp, sigmoid, softmax, logsumexp and their kin, in place or not).
+  compute exponentials (``EXPONENTIALS``: exp, sigmoid, softmax, logsumexp and their kin, in place or not);
+- ``python_steps``: bytecode instructions run by Python code outside the installed packages and the course
+  library, i.e. the student's own (``course_utils.guard.count_python_steps``): work done on plain floats and
+  lists, which runs no tensor operation.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .guard import count_python_steps
 from .layer import function_layer_required
 
 __all__ = ["EXPONENTIALS", "Work", "watch_work"]
@@ -59,6 +63,7 @@ class Work:
     dtypes: set[torch.dtype] = field(default_factory=set)
     counts: Counter = field(default_factory=Counter)
     elements: Counter = field(default_factory=Counter)
+    python_steps: int = 0
 
     @property
     def complex(self) -> bool:
@@ -89,5 +94,9 @@ def watch_work() -> Iterator[Work]:
     ``ForbiddenCall``) when an operation runs with the torch-function layer switched off.
     """
     work = Work()
-    with function_layer_required(on_op=work.record):
-        yield work
+    steps = [0]
+    try:
+        with function_layer_required(on_op=work.record), count_python_steps(steps):
+            yield work
+    finally:
+        work.python_steps = steps[0]

@@ -863,7 +863,53 @@ BPTT_QUADRATIC = dedent('''\
         return dW_qh, dW_hx, dW_hh, dh
     ''')
 
+# Numerical differentiation outside PyTorch: the loss in NumPy, finite differences parameter by parameter. It runs
+# no tensor operation per parameter, so only the count of the answer's own Python steps sees it grow.
+BPTT_NUMPY_DIFFERENCES = dedent('''\
+    import numpy as np
+
+
+    def bptt_grads(x, y, W_hx, W_hh, W_qh):
+        """Finite differences of a NumPy loss, one parameter (and one state entry) at a time."""
+        X, Y = x.numpy(), y.numpy()
+        batch_size, seq_len, _ = X.shape
+        weights = [W_hx.numpy().copy(), W_hh.numpy().copy(), W_qh.numpy().copy()]
+
+        def loss(w_hx, w_hh, w_qh, bump=None):
+            h, total = np.zeros((batch_size, w_hh.shape[0])), 0.0
+            for t in range(seq_len):
+                h = X[:, t] @ w_hx.T + h @ w_hh.T
+                if bump is not None and bump[0] == t:
+                    h = h.copy()
+                    h[bump[1], bump[2]] += bump[3]
+                total += 0.5 * ((h @ w_qh.T - Y[:, t]) ** 2).sum()
+            return total / (batch_size * seq_len)
+
+        eps, grads = 1e-3, []  # the five-point stencil: error O(eps^4)
+        stencil = ((-2, 1 / 12), (-1, -8 / 12), (1, 8 / 12), (2, -1 / 12))
+        for w in weights:
+            g = np.zeros_like(w)
+            for index in np.ndindex(*w.shape):
+                old = w[index]
+                for step, coefficient in stencil:
+                    w[index] = old + step * eps
+                    g[index] += coefficient * loss(*weights) / eps
+                w[index] = old
+            grads.append(torch.from_numpy(g))
+        dh = np.zeros((batch_size, seq_len, W_hh.shape[0]))
+        for t, b, i in np.ndindex(seq_len, batch_size, W_hh.shape[0]):
+            dh[b, t, i] = sum(c * loss(*weights, bump=(t, b, i, k * eps)) for k, c in stencil) / eps
+        return grads[2], grads[0], grads[1], torch.from_numpy(dh)
+    ''')
+
 BANK += [
+    Mistake(
+        "numerical: BPTT gradients by finite differences of a NumPy loss (no tensor operations)",
+        answer="bptt_answer",
+        test="bptt_test",
+        source=BPTT_NUMPY_DIFFERENCES,
+        passes_unchecked=True,
+    ),
     Mistake(
         "not the method: BPTT with each dL/dh_t summed over the later steps (O(T^2))",
         answer="bptt_answer",

@@ -2,6 +2,7 @@
 layer (course_utils.guard.function_layer_required): what a method check measures, and what cannot hide from it."""
 
 import functools
+import sys
 
 import pytest
 import torch
@@ -157,3 +158,22 @@ def test_exponentials_are_counted_by_the_elements_they_return():
         x.tanh()  # not an exponential here
     assert work.exponentials == 3 * 24
     assert work.elements["aten::tanh"] == 24
+
+
+def _python_sum_of_squares(x):
+    total = 0.0
+    for row in x.tolist():
+        for value in row:
+            total += value * value
+    return torch.tensor(total)
+
+
+def test_python_steps_count_work_on_plain_numbers_that_tensor_operations_miss():
+    x = torch.randn(20, 20)
+    with watch_work() as tensors:
+        (x * x).sum()
+    with watch_work() as floats:
+        _python_sum_of_squares(x)
+    assert floats.ops <= tensors.ops  # no tensor operation per number...
+    assert floats.python_steps > 20 * 20 > tensors.python_steps  # ...but a Python step for each
+    assert sys.gettrace() is None  # the counter's trace function is gone after the block
