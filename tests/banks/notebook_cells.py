@@ -378,6 +378,30 @@ def _answer_key(names=None, accept=None, *, shape=None, kind=None):
 """
 
 
+# Numerical differentiation as a student who skips the derivation would write it (the banks' "numerical:"
+# entries): the five-point stencil of central differences, one entry of one tensor at a time.
+FIVE_POINT_GRADIENTS = """
+def _five_point_gradients(loss, params, step=1e-3):
+    \"\"\"d loss() / d p for each tensor p of params (changed in place, then put back), entry by entry.\"\"\"
+    grads = []
+    for param in params:
+        flat = param.view(-1)
+        grad = torch.zeros_like(flat)
+        for i in range(flat.numel()):
+            middle = flat[i].item()
+            losses = []
+            for shift in (-2, -1, 1, 2):
+                flat[i] = middle + shift * step
+                losses.append(loss().item())
+            flat[i] = middle
+            grad[i] = (losses[0] - 8 * losses[1] + 8 * losses[2] - losses[3]) / (12 * step)
+        grads.append(grad.view_as(param))
+    return grads
+
+
+"""
+
+
 def frames_entry(name: str, answer: str, test: str, body: str) -> Mistake:
     """A ``frames:`` entry: ``body`` (the answer cell's functions, reading the key with ``_answer_key``) after
     the frame reader."""

@@ -7,7 +7,7 @@ marks with the call guard switched off, that only the guard stops, with ``Forbid
 
 from textwrap import dedent
 
-from notebook_cells import FRAMES_READER, Mistake, bank_tests, frames_entries
+from notebook_cells import FIVE_POINT_GRADIENTS, FRAMES_READER, Mistake, bank_tests, frames_entries
 
 UNIT = "03_word_embeddings"
 
@@ -771,26 +771,18 @@ def _cbow_loss(w_in, w_out, contexts, centers, negatives):
 
 """
 
-CBOW_CENTRAL_DIFFERENCES = _CBOW_PLAIN_LOSS + dedent('''\
+CBOW_CENTRAL_DIFFERENCES = (
+    _CBOW_PLAIN_LOSS
+    + FIVE_POINT_GRADIENTS
+    + dedent('''\
     def cbow_ns_grads(W_in, W_out, contexts, centers, negatives):
         """The loss, and its gradients by central differences of fourth order in float64, one parameter at a time."""
         params = (W_in.double().clone(), W_out.double().clone())
-        step = 1e-3
-        grads = []
-        for param in params:
-            flat = param.view(-1)
-            grad = torch.zeros_like(flat)
-            for i in range(flat.numel()):
-                middle = flat[i].item()
-                losses = []
-                for shift in (-2, -1, 1, 2):
-                    flat[i] = middle + shift * step
-                    losses.append(_cbow_loss(*params, contexts, centers, negatives).item())
-                flat[i] = middle
-                grad[i] = (losses[0] - 8 * losses[1] + 8 * losses[2] - losses[3]) / (12 * step)
-            grads.append(grad.view_as(param).to(W_in.dtype))
-        return _cbow_loss(*params, contexts, centers, negatives).to(W_in.dtype), grads[0], grads[1]
+        grads = _five_point_gradients(lambda: _cbow_loss(*params, contexts, centers, negatives), params)
+        loss = _cbow_loss(*params, contexts, centers, negatives)
+        return loss.to(W_in.dtype), grads[0].to(W_in.dtype), grads[1].to(W_in.dtype)
     ''')
+)
 
 CBOW_COMPLEX_STEP = _CBOW_PLAIN_LOSS + dedent('''\
     def cbow_ns_grads(W_in, W_out, contexts, centers, negatives):
@@ -849,27 +841,18 @@ def _glove_loss(W, W_ctx, b, b_ctx, rows, cols, counts, x_max, alpha):
 
 """
 
-GLOVE_CENTRAL_DIFFERENCES = _GLOVE_PLAIN_LOSS + dedent('''\
+GLOVE_CENTRAL_DIFFERENCES = (
+    _GLOVE_PLAIN_LOSS
+    + FIVE_POINT_GRADIENTS
+    + dedent('''\
     def glove_grads(W, W_ctx, b, b_ctx, rows, cols, counts, x_max=100.0, alpha=0.75):
         """The loss, and its gradients by central differences of fourth order in float64, one parameter at a time."""
         params = [t.double().clone() for t in (W, W_ctx, b, b_ctx)]
         data = (rows, cols, counts.double(), x_max, alpha)
-        step = 1e-3
-        grads = []
-        for param in params:
-            flat = param.view(-1)
-            grad = torch.zeros_like(flat)
-            for i in range(flat.numel()):
-                middle = flat[i].item()
-                losses = []
-                for shift in (-2, -1, 1, 2):
-                    flat[i] = middle + shift * step
-                    losses.append(_glove_loss(*params, *data).item())
-                flat[i] = middle
-                grad[i] = (losses[0] - 8 * losses[1] + 8 * losses[2] - losses[3]) / (12 * step)
-            grads.append(grad.view_as(param).to(W.dtype))
-        return (_glove_loss(*params, *data).to(W.dtype), *grads)
+        grads = _five_point_gradients(lambda: _glove_loss(*params, *data), params)
+        return (_glove_loss(*params, *data).to(W.dtype), *(grad.to(W.dtype) for grad in grads))
     ''')
+)
 
 GLOVE_COMPLEX_STEP = _GLOVE_PLAIN_LOSS + dedent('''\
     def glove_grads(W, W_ctx, b, b_ctx, rows, cols, counts, x_max=100.0, alpha=0.75):
@@ -1060,8 +1043,6 @@ BANK += [
 # it finds in its callers' frames (see notebook_cells.frames_entries)
 BANK += frames_entries(UNIT)
 
-test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
-
 # The answer key called rather than read: the test cell's own reference function, reached through the callers'
 # frames. The call guard refuses every function the test cell defines (forbid's own-cell rule), so this loses its
 # points to ForbiddenCall; with the guard off it earns them all.
@@ -1089,3 +1070,5 @@ BANK.append(
             '''),
     )
 )
+
+test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)

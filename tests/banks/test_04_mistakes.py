@@ -2,7 +2,7 @@
 
 from textwrap import dedent
 
-from notebook_cells import FRAMES_READER, Mistake, bank_tests, frames_entries
+from notebook_cells import FIVE_POINT_GRADIENTS, FRAMES_READER, Mistake, bank_tests, frames_entries
 
 UNIT = "04_rnn_bptt"
 
@@ -660,27 +660,17 @@ def _rnn_loss(x, y, W_hx, W_hh, W_qh, bumps):
 
 """
 
-BPTT_CENTRAL_DIFFERENCES = _RNN_LOSS + dedent('''\
+BPTT_CENTRAL_DIFFERENCES = (
+    _RNN_LOSS
+    + FIVE_POINT_GRADIENTS
+    + dedent('''\
     def bptt_grads(x, y, W_hx, W_hh, W_qh):
         """dW_qh, dW_hx, dW_hh and dh by central differences of fourth order, one parameter at a time."""
         bumps = torch.zeros(x.shape[0], x.shape[1], W_hh.shape[0], dtype=x.dtype)  # (B, T, H)
         params = [W_qh.clone(), W_hx.clone(), W_hh.clone(), bumps]
-        step = 1e-3
-        grads = []
-        for param in params:
-            flat = param.view(-1)
-            grad = torch.zeros_like(flat)
-            for i in range(flat.numel()):
-                middle = flat[i].item()
-                losses = []
-                for shift in (-2, -1, 1, 2):
-                    flat[i] = middle + shift * step
-                    losses.append(_rnn_loss(x, y, params[1], params[2], params[0], params[3]).item())
-                flat[i] = middle
-                grad[i] = (losses[0] - 8 * losses[1] + 8 * losses[2] - losses[3]) / (12 * step)
-            grads.append(grad.view_as(param))
-        return tuple(grads)
+        return tuple(_five_point_gradients(lambda: _rnn_loss(x, y, params[1], params[2], params[0], params[3]), params))
     ''')
+)
 
 BPTT_COMPLEX_STEP = _RNN_LOSS + dedent('''\
     def bptt_grads(x, y, W_hx, W_hh, W_qh):

@@ -1179,8 +1179,6 @@ BANK = [
     _m("shortcut (library): course_utils.ssm.associative_scan", "scan_answer", source=_SCAN_LIBRARY),
 ]
 
-test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
-
 # The answer key called rather than read: the test cell's own brute-force attention, reached through the callers'
 # frames. The call guard refuses every function the test cell defines (forbid's own-cell rule), so this loses its
 # points to ForbiddenCall; with the guard off it earns them all.
@@ -1211,3 +1209,5 @@ def tiled_causal_attention(q, k, v, block_size=64):
 ''',
     )
 )
+
+test_bank_covers_every_answer, test_solution_passes, test_mistake_loses_points = bank_tests(UNIT, BANK)
