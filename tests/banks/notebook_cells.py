@@ -402,6 +402,26 @@ def _five_point_gradients(loss, params, step=1e-3):
 """
 
 
+# ... and the complex step, Im loss(p + ih e_i) / h, for params held as complex tensors.
+COMPLEX_STEP_GRADIENTS = """
+def _complex_step_gradients(loss, params, step=1e-30):
+    \"\"\"d loss() / d p for each complex tensor p of params (changed in place, then put back), as float64.\"\"\"
+    grads = []
+    for param in params:
+        flat = param.view(-1)
+        grad = torch.zeros(flat.shape, dtype=torch.float64)
+        for i in range(flat.numel()):
+            middle = flat[i].item()
+            flat[i] = middle + 1j * step
+            grad[i] = loss().imag.item() / step
+            flat[i] = middle
+        grads.append(grad.view(param.shape))
+    return grads
+
+
+"""
+
+
 def frames_entry(name: str, answer: str, test: str, body: str) -> Mistake:
     """A ``frames:`` entry: ``body`` (the answer cell's functions, reading the key with ``_answer_key``) after
     the frame reader."""

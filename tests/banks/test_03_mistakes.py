@@ -7,7 +7,14 @@ marks with the call guard switched off, that only the guard stops, with ``Forbid
 
 from textwrap import dedent
 
-from notebook_cells import FIVE_POINT_GRADIENTS, FRAMES_READER, Mistake, bank_tests, frames_entries
+from notebook_cells import (
+    COMPLEX_STEP_GRADIENTS,
+    FIVE_POINT_GRADIENTS,
+    FRAMES_READER,
+    Mistake,
+    bank_tests,
+    frames_entries,
+)
 
 UNIT = "03_word_embeddings"
 
@@ -784,23 +791,18 @@ CBOW_CENTRAL_DIFFERENCES = (
     ''')
 )
 
-CBOW_COMPLEX_STEP = _CBOW_PLAIN_LOSS + dedent('''\
+CBOW_COMPLEX_STEP = (
+    _CBOW_PLAIN_LOSS
+    + COMPLEX_STEP_GRADIENTS
+    + dedent('''\
     def cbow_ns_grads(W_in, W_out, contexts, centers, negatives):
         """The loss, and its gradients by the complex step Im L(w + ih e_i) / h in complex128: one loss per parameter."""
         params = (W_in.to(torch.complex128), W_out.to(torch.complex128))
-        step = 1e-30
-        grads = []
-        for param in params:
-            flat = param.view(-1)
-            grad = torch.zeros(flat.shape, dtype=torch.float64)
-            for i in range(flat.numel()):
-                middle = flat[i].item()
-                flat[i] = middle + 1j * step
-                grad[i] = _cbow_loss(*params, contexts, centers, negatives).imag.item() / step
-                flat[i] = middle
-            grads.append(grad.view(param.shape).to(W_in.dtype))
-        return _cbow_loss(*params, contexts, centers, negatives).real.to(W_in.dtype), grads[0], grads[1]
+        grads = _complex_step_gradients(lambda: _cbow_loss(*params, contexts, centers, negatives), params)
+        loss = _cbow_loss(*params, contexts, centers, negatives).real
+        return loss.to(W_in.dtype), grads[0].to(W_in.dtype), grads[1].to(W_in.dtype)
     ''')
+)
 
 CBOW_BATCHED_DIFFERENCES = dedent('''\
     def _batched_loss(w_in, w_out, contexts, centers, negatives):
@@ -854,24 +856,18 @@ GLOVE_CENTRAL_DIFFERENCES = (
     ''')
 )
 
-GLOVE_COMPLEX_STEP = _GLOVE_PLAIN_LOSS + dedent('''\
+GLOVE_COMPLEX_STEP = (
+    _GLOVE_PLAIN_LOSS
+    + COMPLEX_STEP_GRADIENTS
+    + dedent('''\
     def glove_grads(W, W_ctx, b, b_ctx, rows, cols, counts, x_max=100.0, alpha=0.75):
         """The loss, and its gradients by the complex step Im J(p + ih e_i) / h in complex128: one loss per parameter."""
         params = [t.to(torch.complex128) for t in (W, W_ctx, b, b_ctx)]
         data = (rows, cols, counts.double(), x_max, alpha)
-        step = 1e-30
-        grads = []
-        for param in params:
-            flat = param.view(-1)
-            grad = torch.zeros(flat.shape, dtype=torch.float64)
-            for i in range(flat.numel()):
-                middle = flat[i].item()
-                flat[i] = middle + 1j * step
-                grad[i] = _glove_loss(*params, *data).imag.item() / step
-                flat[i] = middle
-            grads.append(grad.view(param.shape).to(W.dtype))
-        return (_glove_loss(*params, *data).real.to(W.dtype), *grads)
+        grads = _complex_step_gradients(lambda: _glove_loss(*params, *data), params)
+        return (_glove_loss(*params, *data).real.to(W.dtype), *(grad.to(W.dtype) for grad in grads))
     ''')
+)
 
 GLOVE_BATCHED_DIFFERENCES = dedent('''\
     def glove_grads(W, W_ctx, b, b_ctx, rows, cols, counts, x_max=100.0, alpha=0.75):

@@ -2,7 +2,14 @@
 
 from textwrap import dedent
 
-from notebook_cells import FIVE_POINT_GRADIENTS, FRAMES_READER, Mistake, bank_tests, frames_entries
+from notebook_cells import (
+    COMPLEX_STEP_GRADIENTS,
+    FIVE_POINT_GRADIENTS,
+    FRAMES_READER,
+    Mistake,
+    bank_tests,
+    frames_entries,
+)
 
 UNIT = "04_rnn_bptt"
 
@@ -672,25 +679,19 @@ BPTT_CENTRAL_DIFFERENCES = (
     ''')
 )
 
-BPTT_COMPLEX_STEP = _RNN_LOSS + dedent('''\
+BPTT_COMPLEX_STEP = (
+    _RNN_LOSS
+    + COMPLEX_STEP_GRADIENTS
+    + dedent('''\
     def bptt_grads(x, y, W_hx, W_hh, W_qh):
         """dW_qh, dW_hx, dW_hh and dh by the complex step Im L(w + ih e_i) / h in complex128: one loss per parameter."""
         bumps = torch.zeros(x.shape[0], x.shape[1], W_hh.shape[0], dtype=torch.complex128)  # (B, T, H)
         params = [W_qh.to(torch.complex128), W_hx.to(torch.complex128), W_hh.to(torch.complex128), bumps]
         data = (x.to(torch.complex128), y.to(torch.complex128))
-        step = 1e-30
-        grads = []
-        for param in params:
-            flat = param.view(-1)
-            grad = torch.zeros(flat.shape, dtype=torch.float64)
-            for i in range(flat.numel()):
-                middle = flat[i].item()
-                flat[i] = middle + 1j * step
-                grad[i] = _rnn_loss(*data, params[1], params[2], params[0], params[3]).imag.item() / step
-                flat[i] = middle
-            grads.append(grad.view(param.shape).to(x.dtype))
-        return tuple(grads)
+        grads = _complex_step_gradients(lambda: _rnn_loss(*data, params[1], params[2], params[0], params[3]), params)
+        return tuple(grad.to(x.dtype) for grad in grads)
     ''')
+)
 
 BPTT_BATCHED_DIFFERENCES = dedent('''\
     def _batched_loss(x, y, W_hx, W_hh, W_qh, bumps):
