@@ -322,8 +322,8 @@ def ngram_vocab(words: Iterable[str], n_min: int = 3, n_max: int = 6, min_count:
     deterministic in the order of ``words``.
     """
     seen: Counter[str] = Counter()
-    for word in words:
-        seen.update(set(char_ngrams(word, n_min, n_max)) | {f"<{word}>"})
+    for word in words:  # each distinct n-gram of the word once, in order (a set's order changes between runs)
+        seen.update(dict.fromkeys(char_ngrams(word, n_min, n_max) + [f"<{word}>"]).keys())
     return {gram: i for i, gram in enumerate(g for g, c in seen.items() if c >= min_count)}
 
 

@@ -266,6 +266,8 @@ def test_ngram_vocab_and_fasttext_vector():
     assert torch.equal(emb.fasttext_vector("xyz", ngram_ids, E, 3, 4), torch.zeros(4))
     assert emb.word_ngram_ids("cat", ngram_ids, 3, 4) == [ngram_ids[g] for g in grams]
     assert emb.ngram_vocab(["cat", "cart"], 3, 3, min_count=2) == {"<ca": 0}
+    # ids follow first appearance, whatever the hash seed: not a set's iteration order
+    assert list(emb.ngram_vocab(["cat", "cart"], 3, 3)) == ["<ca", "cat", "at>", "<cat>", "car", "art", "rt>", "<cart>"]
     with pytest.raises(ValueError, match="rows outside"):
         emb.fasttext_vector("cat", ngram_ids, E[:2], 3, 4)
     with pytest.raises(ValueError, match="dict"):
