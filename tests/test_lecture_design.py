@@ -115,3 +115,138 @@ def test_varying_cells_are_ignored_and_checked(lecture):
                 f"{lecture.name} cell {i}: its output is not compared, so it must check the prose's claims "
                 f"with `assert` (with a margin), or say in a '# Not checked:' comment why nothing is claimed"
             )
+
+
+# An output line that reports an equality, a match or a closeness as False. Where the prose says the two agree,
+# nbval would lock the contradiction in; where the False is the lesson (a bug, a variant that differs), the cell
+# asserts it, so the difference is checked rather than printed.
+FALSE_EQUALITY = re.compile(r"\b(equal|equals|same|match|matches|identical|close|agree|agrees)\b[^\n]*\bFalse\b", re.I)
+
+
+def test_no_printed_equality_is_false(lecture):
+    for i, c in enumerate(cells(lecture)):
+        if c["cell_type"] != "code":
+            continue
+        bad = [ln for ln in printed_text(c).splitlines() if FALSE_EQUALITY.search(ln)]
+        assert not bad or has_assert(source(c)), (
+            f"{lecture.name} cell {i} prints an equality as False and asserts nothing: {bad[0]!r}. If the prose "
+            f"says they agree, fix the computation (dtype, tolerance); if the difference is the point, assert it"
+        )
+
+
+# The audit each lecture ends with: every sentence that states a measured result, where it is said, and the
+# check that backs it. A row reads
+#   | "quoted claim, verbatim from the markdown cell" | c12 | c13 | `assert gap > 0.05` |
+# and its check is either code quoted verbatim from that code cell (an assert, or what the assert calls) or the
+# word `compared`: the cell's output is exact by construction and nbval compares it as text.
+AUDIT_HEADING = "## Notes: what each claim rests on"
+ROW = re.compile(
+    r"^\|\s*[\"“](?P<claim>.+?)[\"”]\s*\|\s*c(?P<said>\d+)\s*\|\s*c(?P<cell>\d+)\s*\|\s*(?P<check>.+?)\s*\|\s*$"
+)
+# A number the prose gives as a bound ("more than 0.05", "at least 90%", "below 2", "within 10%"): an assert
+# that backs it must use that number, or it tests a weaker claim than the one the reader is told.
+BOUND = re.compile(
+    r"(?:more than|less than|fewer than|at least|at most|above|below|under|over|within|exceeds?|beyond|"
+    r"by more than|by at least|[<>≤≥])\s*~?\s*\$?\s*(?P<num>\d+(?:[.,]\d+)?)\s*(?P<pct>%|\\%)?",
+    re.I,
+)
+
+
+def squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def audit_problems(nb: list[dict], name: str) -> list[str]:
+    """What is wrong with the audit that ends the notebook whose cells are ``nb`` (empty: nothing)."""
+    last = nb[-1] if nb else {}
+    if last.get("cell_type") != "markdown" or not source(last).lstrip().startswith(AUDIT_HEADING):
+        return [f"{name}: the last cell must be the audit, a markdown cell headed {AUDIT_HEADING!r}"]
+    rows = [m for ln in source(last).splitlines() if (m := ROW.match(ln.strip()))]
+    if not rows:
+        return [f'{name}: the audit lists no claim (rows: | "claim" | cN | cM | `check` |)']
+    problems = []
+    for m in rows:
+        claim, said, at, check = m["claim"], int(m["said"]), int(m["cell"]), m["check"]
+        if said >= len(nb) or nb[said]["cell_type"] != "markdown":
+            problems.append(f"{name}: c{said} is not a markdown cell")
+        elif squash(claim) not in squash(source(nb[said])):
+            problems.append(f"{name}: the audit quotes {claim!r}, which markdown cell c{said} does not say (verbatim)")
+        if at >= len(nb) or nb[at]["cell_type"] != "code":
+            problems.append(f"{name}: c{at} is not a code cell")
+            continue
+        cell = nb[at]
+        if check == "`compared`":
+            if ignored(cell) or not printed_text(cell).strip():
+                problems.append(
+                    f"{name}: c{at} is audited as compared as text, but nbval ignores it or it prints nothing"
+                )
+            continue
+        code = re.fullmatch(r"`(.+)`", check)
+        if not code:
+            problems.append(f"{name}: the check for {claim!r} must be `code` quoted from c{at}, or `compared`")
+        elif squash(code[1]) not in squash(source(cell)):
+            problems.append(f"{name}: the audit's check {code[1]!r} is not in code cell c{at}")
+        elif not has_assert(source(cell)):
+            problems.append(f"{name}: c{at}, audited as the check of {claim!r}, asserts nothing")
+        for b in BOUND.finditer(claim):
+            forms = bound_forms(b["num"], bool(b["pct"]))
+            if not any(re.search(rf"(?<![\d.]){re.escape(f)}(?![\d])", source(cell)) for f in forms):
+                problems.append(
+                    f"{name}: {claim!r} gives the bound {b[0].strip()!r}, but c{at} never uses {b['num']}: "
+                    f"its assert tests a different claim than the one the reader is told"
+                )
+    return problems
+
+
+def bound_forms(num: str, pct: bool) -> set[str]:
+    value = float(num.replace(",", ""))
+    forms = {num.replace(",", ""), num.replace(",", "_")}
+    if pct:
+        forms |= {f"{value / 100:g}", f"{value / 100}", f"{value:g}"}
+    return {f.rstrip("0").rstrip(".") if "." in f else f for f in forms} | forms
+
+
+def test_audit_rows_point_at_the_claim_and_its_check(lecture):
+    problems = audit_problems(cells(lecture), lecture.name)
+    assert not problems, "\n".join(problems)
+
+
+def _md(text: str) -> dict:
+    return {"cell_type": "markdown", "source": text, "metadata": {}}
+
+
+def _code(text: str, out: str = "", tags: tuple = ()) -> dict:
+    outputs = [{"output_type": "stream", "name": "stdout", "text": out}] if out else []
+    return {"cell_type": "code", "source": text, "metadata": {"tags": list(tags)}, "outputs": outputs}
+
+
+def test_the_audit_check_catches_each_kind_of_wrong_row():
+    claim = _md("The gated model is lower in every seed by more than 0.05 nats.")
+    check = _code("gaps = [0.1, 0.2]\nassert min(gaps) > 0.05", "0.1 0.2", tags=(IGNORE,))
+    loose = _code("gaps = [0.1, 0.2]\nassert sum(gaps) / 2 > 0", "0.1 0.2", tags=(IGNORE,))
+    exact = _code("print(2 + 2)", "4")
+    audit = AUDIT_HEADING + "\n\n| claim | said in | checked in | check |\n|---|---|---|---|\n"
+    good = '| "lower in every seed by more than 0.05" | c0 | c1 | `assert min(gaps) > 0.05` |\n'
+    assert audit_problems([claim, check, _md(audit + good)], "ok") == []
+    assert audit_problems([claim, exact, _md(audit + '| "lower in every seed" | c0 | c1 | `compared` |')], "ok") == []
+    wrong = {
+        "no audit": [claim, check],
+        "misquoted claim": [claim, check, _md(audit + good.replace("every seed", "all seeds"))],
+        "check not in the cell": [claim, check, _md(audit + good.replace("min(gaps)", "max(gaps)"))],
+        "bound not in the assert": [claim, loose, _md(audit + good.replace("`assert min(gaps) > 0.05`", "`assert`"))],
+        "ignored cell called compared": [
+            claim,
+            check,
+            _md(audit + good.replace("`assert min(gaps) > 0.05`", "`compared`")),
+        ],
+        "claim cell is code": [check, claim, _md(audit + good.replace("c0 | c1", "c0 | c0"))],
+    }
+    for what, nb in wrong.items():
+        assert audit_problems(nb, what), f"the audit check accepts a notebook with {what}"
+
+
+def test_a_printed_false_equality_needs_an_assert():
+    printed = "masked cross-entropy equals the mean NLL: False"
+    assert FALSE_EQUALITY.search(printed)
+    assert not FALSE_EQUALITY.search("masked cross-entropy equals the mean NLL: True")
+    assert not has_assert(_code("print(ok)", printed)["source"])
