@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from pathlib import Path
 
@@ -123,15 +124,24 @@ def test_varying_cells_are_ignored_and_checked(lecture):
 FALSE_EQUALITY = re.compile(r"\b(equal|equals|same|match|matches|identical|close|agree|agrees)\b[^\n]*\bFalse\b", re.I)
 
 
-def test_no_printed_equality_is_false(lecture):
-    for i, c in enumerate(cells(lecture)):
-        if c["cell_type"] != "code":
-            continue
-        bad = [ln for ln in printed_text(c).splitlines() if FALSE_EQUALITY.search(ln)]
-        assert not bad or has_assert(source(c)), (
-            f"{lecture.name} cell {i} prints an equality as False and asserts nothing: {bad[0]!r}. If the prose "
-            f"says they agree, fix the computation (dtype, tolerance); if the difference is the point, assert it"
+def false_equalities(nb: list[dict], name: str) -> list[str]:
+    """Code cells of ``nb`` that print an equality as False without asserting anything (empty: none)."""
+    problems = []
+    for i, c in enumerate(nb):
+        bad = (
+            [ln for ln in printed_text(c).splitlines() if FALSE_EQUALITY.search(ln)] if c["cell_type"] == "code" else []
         )
+        if bad and not has_assert(source(c)):
+            problems.append(
+                f"{name} cell {i} prints an equality as False and asserts nothing: {bad[0]!r}. If the prose says "
+                f"they agree, fix the computation (dtype, tolerance); if the difference is the point, assert it"
+            )
+    return problems
+
+
+def test_no_printed_equality_is_false(lecture):
+    problems = false_equalities(cells(lecture), lecture.name)
+    assert not problems, "\n".join(problems)
 
 
 # The audit each lecture ends with: every sentence that states a measured result, where it is said, and the
@@ -188,9 +198,10 @@ def audit_problems(nb: list[dict], name: str) -> list[str]:
             problems.append(f"{name}: the audit's check {code[1]!r} is not in code cell c{at}")
         elif not has_assert(source(cell)):
             problems.append(f"{name}: c{at}, audited as the check of {claim!r}, asserts nothing")
+        used = numbers_in(source(cell))
         for b in BOUND.finditer(claim):
-            forms = bound_forms(b["num"], bool(b["pct"]))
-            if not any(re.search(rf"(?<![\d.]){re.escape(f)}(?![\d])", source(cell)) for f in forms):
+            value = float(b["num"].replace(",", ""))
+            if not any(math.isclose(n, v) for n in used for v in ([value, value / 100] if b["pct"] else [value])):
                 problems.append(
                     f"{name}: {claim!r} gives the bound {b[0].strip()!r}, but c{at} never uses {b['num']}: "
                     f"its assert tests a different claim than the one the reader is told"
@@ -198,12 +209,10 @@ def audit_problems(nb: list[dict], name: str) -> list[str]:
     return problems
 
 
-def bound_forms(num: str, pct: bool) -> set[str]:
-    value = float(num.replace(",", ""))
-    forms = {num.replace(",", ""), num.replace(",", "_")}
-    if pct:
-        forms |= {f"{value / 100:g}", f"{value / 100}", f"{value:g}"}
-    return {f.rstrip("0").rstrip(".") if "." in f else f for f in forms} | forms
+def numbers_in(code: str) -> set[float]:
+    """The numeric literals of ``code`` as floats (0.90, 0.9 and 9e-1 are one number; 1_000 is 1000)."""
+    literals = re.findall(r"(?<![\w.])\d[\d_]*(?:\.\d*)?(?:[eE][-+]?\d+)?", code)
+    return {float(x.replace("_", "")) for x in literals}
 
 
 def test_audit_rows_point_at_the_claim_and_its_check(lecture):
@@ -246,7 +255,17 @@ def test_the_audit_check_catches_each_kind_of_wrong_row():
 
 
 def test_a_printed_false_equality_needs_an_assert():
-    printed = "masked cross-entropy equals the mean NLL: False"
-    assert FALSE_EQUALITY.search(printed)
-    assert not FALSE_EQUALITY.search("masked cross-entropy equals the mean NLL: True")
-    assert not has_assert(_code("print(ok)", printed)["source"])
+    printed = "masked cross-entropy equals the mean NLL: False\n"
+    assert false_equalities([_code("print(ok)", printed)], "unasserted"), "a printed False equality passes unchecked"
+    assert false_equalities([_code("print(ok)", printed.replace("False", "True"))], "true") == []
+    assert false_equalities([_code("assert gap > 1e-2\nprint(ok)", printed)], "asserted") == []
+
+
+def test_numbers_in_reads_each_spelling_of_a_bound():
+    assert numbers_in("assert acc > 0.90 and gap < 5e-2 and n >= 1_000 and x.shape[1] == 3") == {
+        0.9,
+        0.05,
+        1000.0,
+        1.0,
+        3.0,
+    }
