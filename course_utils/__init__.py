@@ -30,12 +30,14 @@ One module per concern, grown unit by unit:
 - ``images``    unit 09: image datasets offline first (Fashion-MNIST, digits) and augmentation
 - ``vit``       unit 09: patches, patch embedding, the Vision Transformer, attention rollout
 - ``fast_attention`` unit 10: naive vs tiled attention (online softmax, log-sum-exp), a key-value cache
-                for ``gpt.GPT``, Reformer's LSH buckets and bucketed attention
+                for ``gpt.GPT``
 - ``linear_attention`` unit 10: linear attention (parallel, recurrent, chunkwise) and its family as one
-                recurrence: RetNet, gated (GLA / Mamba-2), DeltaNet, mLSTM
+                recurrence: RetNet, gated (GLA / Mamba-2), DeltaNet
+- ``xlstm``     unit 10: xLSTM's mLSTM (parallel and stabilised recurrent) and sLSTM cell
+- ``reformer``  unit 10: the Reformer's LSH buckets and bucketed attention
 - ``rwkv``      unit 10: RWKV's WKV operator (naive, max-subtracted parallel, stable recurrent), an RWKV block
 - ``ssm``       unit 10: zero-order hold, S4's convolution and recurrent views, the associative scan,
-                Mamba's selective scan, xLSTM's sLSTM cell
+                Mamba's selective scan
 
 The instructors' autograder is not part of it: it is the top-level package ``grader``.
 """

@@ -11,21 +11,20 @@ Every member keeps a state ``S_t (d_k, d_v)`` per head and reads it with the que
 - RetNet (Sun et al. 2023): a fixed decay ``a_t = γ_h`` per head;
 - gated linear attention / Mamba-2 (Yang et al. 2023 GLA; Dao & Gu 2024): a data-dependent ``a_t``;
 - DeltaNet (Schlag et al. 2021; Yang et al. 2024): the delta rule, ``S_t = S_{t-1} + β_t k_t (v_t - S_{t-1}ᵀ k_t)ᵀ``;
-- mLSTM (Beck et al. 2024, xLSTM): exponential input gate, forget gate, normaliser and stabiliser.
+- mLSTM (Beck et al. 2024, xLSTM): exponential input gate, forget gate, normaliser and stabiliser; it lives
+  in :mod:`course_utils.xlstm`, next to the sLSTM.
 
 Each has a parallel form (a masked ``(T, T)`` matrix, like attention) equal to its recurrent form
 (constant memory per generated token), and linear and gated attention a chunkwise form in between.
 Shapes: ``q, k (B, H, T, d_k)``, ``v (B, H, T, d_v)``, outputs ``(B, H, T, d_v)``, decays ``(B, H, T)``.
-No function scales ``q`` by ``1/√d_k`` except the mLSTM ones (as xLSTM does): scale ``q`` yourself.
+No function here scales ``q`` by ``1/√d_k`` (the mLSTM's do, as xLSTM does): scale ``q`` yourself.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
 from .attention import causal_mask
 from .fast_attention import check_qkv
@@ -266,79 +265,3 @@ def deltanet_parallel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: t
     u = torch.linalg.solve_triangular(system, beta[..., None] * v, upper=False, unitriangular=True)  # (B, H, T, d_v)
     weights = (q @ k.transpose(-2, -1)).masked_fill(~causal_mask(seq_len, q.device), 0.0)  # (B, H, T, T)
     return weights @ u  # (B, H, T, d_v)
-
-
-# --------------------------------------------------------------------------- mLSTM (xLSTM)
-
-
-def _log_forget(f_pre: torch.Tensor, forget_gate: str) -> torch.Tensor:
-    if forget_gate == "sigmoid":
-        return F.logsigmoid(f_pre)
-    if forget_gate == "exp":
-        return f_pre
-    raise ValueError(f"forget_gate must be 'sigmoid' or 'exp', got {forget_gate!r}")
-
-
-def mlstm_parallel(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    i_pre: torch.Tensor,
-    f_pre: torch.Tensor,
-    forget_gate: str = "sigmoid",
-) -> torch.Tensor:
-    """The mLSTM (Beck et al. 2024) in parallel: ``(B, H, T, d_v)``; equals :func:`mlstm_recurrent`.
-
-    Gate pre-activations ``i_pre, f_pre (B, H, T)``: input gate ``exp(i_pre)``, forget gate
-    ``sigmoid(f_pre)`` (or ``exp(f_pre)``). The log weight of key ``s`` for query ``t ≥ s`` is
-    ``D̃[t, s] = Σ_{s<j≤t} log f_j + i_pre_s``; the stabiliser ``m_t = max_s D̃[t, s]`` is subtracted before
-    ``exp``, and the normaliser is ``max(|Σ_s C[t, s]|, exp(-m_t))`` with ``C = (q kᵀ / √d_k) ⊙ exp(D̃ - m)``.
-    """
-    check_qkv(q, k, v)
-    i_pre, f_pre = _per_step(i_pre, q, "i_pre"), _per_step(f_pre, q, "f_pre")
-    cum = _log_forget(f_pre, forget_gate).cumsum(dim=-1)  # (B, H, T)
-    log_d = cum[..., :, None] - cum[..., None, :] + i_pre[..., None, :]  # (B, H, T, T)
-    log_d = log_d.masked_fill(~causal_mask(q.shape[2], q.device), float("-inf"))
-    m = log_d.amax(dim=-1, keepdim=True)  # (B, H, T, 1)
-    weights = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]) * (log_d - m).exp()  # (B, H, T, T)
-    normaliser = torch.maximum(weights.sum(dim=-1, keepdim=True).abs(), (-m).exp())  # (B, H, T, 1)
-    return (weights / normaliser) @ v  # (B, H, T, d_v)
-
-
-def mlstm_recurrent(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    i_pre: torch.Tensor,
-    f_pre: torch.Tensor,
-    forget_gate: str = "sigmoid",
-    return_state: bool = False,
-):
-    """The mLSTM step by step with its stabilised states: ``(B, H, T, d_v)`` (and ``(C, n, m)`` if asked).
-
-    ``m_t = max(log f_t + m_{t-1}, i_pre_t)``; ``i'_t = exp(i_pre_t - m_t)``, ``f'_t = exp(log f_t + m_{t-1} - m_t)``;
-    ``C_t = f'_t C_{t-1} + i'_t k_t v_tᵀ / √d_k`` ``(B, H, d_k, d_v)``, ``n_t = f'_t n_{t-1} + i'_t k_t / √d_k``
-    ``(B, H, d_k)``; ``h_t = C_tᵀ q_t / max(|n_t · q_t|, exp(-m_t))``. The stabiliser rescales ``C`` and ``n``
-    by ``exp(-m_t)``, which cancels in ``h_t``: the output equals the unstabilised one, but never overflows.
-    """
-    check_qkv(q, k, v)
-    i_pre, f_pre = _per_step(i_pre, q, "i_pre"), _per_step(f_pre, q, "f_pre")
-    log_f = _log_forget(f_pre, forget_gate)  # (B, H, T)
-    batch_size, num_heads, seq_len, d_k = q.shape
-    C = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])  # (B, H, d_k, d_v)
-    n = q.new_zeros(batch_size, num_heads, d_k)  # (B, H, d_k)
-    m = q.new_full((batch_size, num_heads), float("-inf"))  # (B, H)
-    k = k / math.sqrt(d_k)
-    outs = []
-    for t in range(seq_len):
-        m_new = torch.maximum(log_f[:, :, t] + m, i_pre[:, :, t])  # (B, H)
-        f_gate = (log_f[:, :, t] + m - m_new).exp()  # (B, H); 0 at t = 0
-        i_gate = (i_pre[:, :, t] - m_new).exp()  # (B, H)
-        C = f_gate[..., None, None] * C + i_gate[..., None, None] * k[:, :, t, :, None] * v[:, :, t, None, :]
-        n = f_gate[..., None] * n + i_gate[..., None] * k[:, :, t]  # (B, H, d_k)
-        m = m_new
-        num = (q[:, :, t, :, None] * C).sum(dim=-2)  # (B, H, d_v)
-        den = torch.maximum((n * q[:, :, t]).sum(dim=-1).abs(), (-m).exp())  # (B, H)
-        outs.append(num / den[..., None])
-    out = torch.stack(outs, dim=2)  # (B, H, T, d_v)
-    return (out, (C, n, m)) if return_state else out

@@ -1,4 +1,4 @@
-"""Unit 10: state-space models (S4's two views, Mamba's selective scan) and xLSTM's sLSTM cell.
+"""Unit 10: state-space models (S4's two views, Mamba's selective scan).
 
 A linear state-space model maps an input channel ``u(t)`` through a state ``x(t)`` of size ``N``:
 ``x' = A x + B u``, ``y = C x``. With a diagonal ``A`` (S4D, Gu et al. 2022; S4: Gu et al. 2021) and a
@@ -14,16 +14,11 @@ recurrence ``h_t = a_t ⊙ h_{t-1} + b_t`` is still associative and can be compu
 
 - :func:`associative_scan` (Hillis-Steele), :func:`selective_scan_sequential`,
   :func:`selective_scan_parallel`. Shapes: ``u, delta (B, T, D)``, ``A (D, N)``, ``B, C (B, T, N)``.
-
-:class:`SLSTMCell` is xLSTM's scalar-memory LSTM (Beck et al. 2024): exponential gates made safe by a
-stabiliser state.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 
 def _float(x: object, name: str, dims: int) -> torch.Tensor:
@@ -190,45 +185,3 @@ def selective_scan_parallel(
     h = associative_scan(a, b, dim=1)  # (B, T, D, N)
     y = (h * C[:, :, None, :]).sum(dim=-1)  # (B, T, D)
     return y if D is None else y + D * u
-
-
-# --------------------------------------------------------------------------- sLSTM (xLSTM)
-
-
-class SLSTMCell(nn.Module):
-    """xLSTM's sLSTM cell (Beck et al. 2024): an LSTM with exponential input gate and a normaliser.
-
-    ``z = tanh(·)``, ``o = σ(·)``, input gate ``exp(ĩ)``, forget gate ``σ(f̃)`` (or ``exp(f̃)``), each
-    pre-activation ``W x + R h_{t-1} + b``. States ``(h, c, n, m)``, each ``(B, hidden)``:
-    ``m_t = max(log f_t + m_{t-1}, ĩ_t)`` (the stabiliser), ``i' = exp(ĩ - m_t)``, ``f' = exp(log f + m_{t-1} - m_t)``,
-    ``c_t = f' c + i' z``, ``n_t = f' n + i'``, ``h_t = o ⊙ c_t / n_t``. ``c`` and ``n`` are the unstabilised
-    ones times ``exp(-m_t)``, which cancels in ``c / n``: the stabiliser changes no output.
-    ``forward(x (B, input_size), state=None) -> (h (B, hidden), state)``.
-    """
-
-    def __init__(self, input_size: int, hidden_size: int, forget_gate: str = "sigmoid"):
-        super().__init__()
-        if forget_gate not in ("sigmoid", "exp"):
-            raise ValueError(f"forget_gate must be 'sigmoid' or 'exp', got {forget_gate!r}")
-        self.input_size, self.hidden_size, self.forget_gate = input_size, hidden_size, forget_gate
-        self.W = nn.Linear(input_size, 4 * hidden_size)  # z, i, f, o
-        self.R = nn.Linear(hidden_size, 4 * hidden_size, bias=False)
-
-    def initial_state(self, batch_size: int, **tensor_kw) -> tuple[torch.Tensor, ...]:
-        zeros = torch.zeros(batch_size, self.hidden_size, **tensor_kw)
-        return zeros, zeros.clone(), zeros.clone(), torch.full_like(zeros, float("-inf"))  # h, c, n, m
-
-    def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, ...] | None = None):
-        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.input_size:
-            raise ValueError(f"x must be (B, {self.input_size}), got {getattr(x, 'shape', x)!r}")
-        if state is None:
-            state = self.initial_state(x.shape[0], dtype=x.dtype, device=x.device)
-        h, c, n, m = state
-        z_pre, i_pre, f_pre, o_pre = (self.W(x) + self.R(h)).chunk(4, dim=-1)  # (B, hidden) each
-        log_f = F.logsigmoid(f_pre) if self.forget_gate == "sigmoid" else f_pre
-        m_new = torch.maximum(log_f + m, i_pre)  # (B, hidden)
-        i_gate, f_gate = (i_pre - m_new).exp(), (log_f + m - m_new).exp()  # f_gate = 0 at the first step
-        c = f_gate * c + i_gate * torch.tanh(z_pre)  # (B, hidden)
-        n = f_gate * n + i_gate  # (B, hidden), ≥ exp(ĩ_t - m_t) > 0
-        h = torch.sigmoid(o_pre) * c / n  # (B, hidden)
-        return h, (h, c, n, m_new)

@@ -1,8 +1,6 @@
 """Tests of course_utils.linear_attention: each parallel form equals its recurrent (and chunkwise) form,
 in float64 to ~1e-10 and in float32 to a float32 tolerance, and each matches a brute-force formula."""
 
-import math
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -148,42 +146,6 @@ def test_gated_delta_rule_decays_before_correcting():
         torch.testing.assert_close(out[:, :, t], (q[:, :, t, :, None] * S).sum(-2))
 
 
-# --------------------------------------------------------------------------- mLSTM
-
-
-@pytest.mark.parametrize("forget_gate", ["sigmoid", "exp"])
-@pytest.mark.parametrize("dtype,tol", [(torch.float64, F64), (torch.float32, F32)])
-def test_mlstm_parallel_equals_recurrent(forget_gate, dtype, tol):
-    q, k, v = qkv(dtype)
-    i_pre = per_step(5, 2.0, dtype)
-    f_pre = per_step(6, 2.0, dtype) + (3.0 if forget_gate == "sigmoid" else -0.5)
-    out, (C, n, m) = la.mlstm_recurrent(q, k, v, i_pre, f_pre, forget_gate, return_state=True)
-    torch.testing.assert_close(la.mlstm_parallel(q, k, v, i_pre, f_pre, forget_gate), out, **tol)
-    assert C.shape == (2, 3, 6, 4) and n.shape == (2, 3, 6) and m.shape == (2, 3)
-
-
-def test_mlstm_equals_unstabilised_formula_and_survives_huge_gates():
-    q, k, v = qkv(seq_len=8)
-    i_pre, f_pre = per_step(7, seq_len=8), per_step(8, seq_len=8)
-    C = torch.zeros(2, 3, 6, 4, dtype=torch.float64)
-    n = torch.zeros(2, 3, 6, dtype=torch.float64)
-    expected = []
-    for t in range(8):  # the textbook mLSTM, no stabiliser
-        f, i = torch.sigmoid(f_pre[:, :, t]), i_pre[:, :, t].exp()
-        C = f[..., None, None] * C + i[..., None, None] * k[:, :, t, :, None] * v[:, :, t, None, :] / math.sqrt(6)
-        n = f[..., None] * n + i[..., None] * k[:, :, t] / math.sqrt(6)
-        den = (n * q[:, :, t]).sum(-1).abs().clamp_min(1.0)
-        expected.append((q[:, :, t, :, None] * C).sum(-2) / den[..., None])
-    torch.testing.assert_close(la.mlstm_recurrent(q, k, v, i_pre, f_pre), torch.stack(expected, 2), **F64)
-    huge = 500 + 0 * i_pre.float()  # exp(500) overflows float32 (and float64 soon after)
-    q32, k32, v32 = (x.float() for x in (q, k, v))
-    for out in (
-        la.mlstm_recurrent(q32, k32, v32, huge, f_pre.float()),
-        la.mlstm_parallel(q32, k32, v32, huge, f_pre.float()),
-    ):
-        assert torch.isfinite(out).all()
-
-
 # --------------------------------------------------------------------------- bad input
 
 
@@ -201,7 +163,3 @@ def test_family_rejects_bad_shapes():
         la.deltanet_parallel(q, k, v, torch.ones(2, 3, 28))
     with pytest.raises(ValueError, match="gamma"):
         la.retnet_parallel(q, k, v, torch.tensor([0.5, 1.5, 0.9]))
-    with pytest.raises(ValueError, match="i_pre"):
-        la.mlstm_parallel(q, k, v, torch.zeros(2, 29), torch.zeros(2, 3, 29))
-    with pytest.raises(ValueError, match="forget_gate"):
-        la.mlstm_recurrent(q, k, v, torch.zeros(2, 3, 29), torch.zeros(2, 3, 29), forget_gate="tanh")

@@ -1,12 +1,11 @@
 """Tests of course_utils.ssm: zero-order hold against the matrix exponential, the S4 convolution against
-its recurrence, the selective scan sequential against associative, and the sLSTM cell's stabiliser."""
+its recurrence, the selective scan sequential against associative."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from course_utils.ssm import (
-    SLSTMCell,
     associative_scan,
     discretize_zoh,
     selective_scan_parallel,
@@ -133,41 +132,3 @@ def test_selective_scan_rejects_bad_shapes():
         selective_scan_parallel(u, delta, A[:2], B, C)
     with pytest.raises(ValueError, match=r"D must be"):
         selective_scan_parallel(u, delta, A, B, C, D[:2])
-
-
-# --------------------------------------------------------------------------- sLSTM
-
-
-def unstabilised_slstm(cell, x):
-    """The sLSTM equations without the stabiliser, in float64: ``h_t = o c_t / n_t``."""
-    h = c = n = torch.zeros(x.shape[0], cell.hidden_size, dtype=torch.float64)
-    outs = []
-    for t in range(x.shape[1]):
-        z, i, f, o = (cell.W(x[:, t]) + cell.R(h)).chunk(4, dim=-1)
-        c = torch.sigmoid(f) * c + i.exp() * torch.tanh(z)
-        n = torch.sigmoid(f) * n + i.exp()
-        h = torch.sigmoid(o) * c / n
-        outs.append(h)
-    return torch.stack(outs, 1)
-
-
-def test_slstm_stabiliser_changes_no_output_and_prevents_overflow():
-    torch.manual_seed(0)
-    cell = SLSTMCell(3, 5).double()
-    x = torch.randn(2, 15, 3, dtype=torch.float64)
-    state, outs = None, []
-    for t in range(15):
-        h, state = cell(x[:, t], state)
-        outs.append(h)
-    torch.testing.assert_close(torch.stack(outs, 1), unstabilised_slstm(cell, x), rtol=0, atol=1e-10)
-    assert all(s.shape == (2, 5) for s in state)
-    with torch.no_grad():
-        cell.W.bias[5:10] = 400.0  # input-gate pre-activation ~400: exp overflows float32, and float64 in steps
-    cell32, state, x32 = cell.float(), None, x.float()
-    for t in range(15):
-        h, state = cell32(x32[:, t], state)
-        assert torch.isfinite(h).all() and (h.abs() <= 1).all()  # |o c / n| <= 1: c/n is a mean of tanh values
-    with pytest.raises(ValueError, match=r"\(B, 3\)"):
-        cell32(torch.zeros(2, 4))
-    with pytest.raises(ValueError, match="forget_gate"):
-        SLSTMCell(3, 5, forget_gate="relu")
