@@ -1,7 +1,8 @@
 """Unit 10: state-space models (S4's two views, Mamba's selective scan).
 
 A linear state-space model maps an input channel ``u(t)`` through a state ``x(t)`` of size ``N``:
-``x' = A x + B u``, ``y = C x``. With a diagonal ``A`` (S4D, Gu et al. 2022; S4: Gu et al. 2021) and a
+``x' = A x + B u``, ``y = C x``. S4 (Gu et al. 2021) takes ``A`` diagonal plus low rank (DPLR), initialised
+from HiPPO; S4D (Gu et al. 2022) and Mamba take it diagonal, as this module does. With a diagonal ``A`` and a
 step ``Δ``, the zero-order hold gives ``x_t = Ā x_{t-1} + B̄ u_t``, ``y_t = C x_t`` with ``Ā = e^{ΔA}`` and
 ``B̄ = (e^{ΔA} - 1) / A · B``. Unrolled, ``y = K * u`` with the kernel ``K_l = Σ_n C_n Ā_n^l B̄_n``:
 
