@@ -49,6 +49,14 @@ def _same_bucket(q, k, n_buckets, n_rounds, generator) -> torch.Tensor:
     return together
 
 
+def _mask_self(allowed: torch.Tensor) -> torch.Tensor:
+    """``allowed (..., T, T)`` bool -> the same with the diagonal kept only in rows with nothing else allowed."""
+    eye = torch.eye(allowed.shape[-1], dtype=torch.bool, device=allowed.device)  # (T, T)
+    others = allowed & ~eye  # (..., T, T)
+    alone = ~others.any(dim=-1, keepdim=True)  # (..., T, 1)
+    return others | (allowed & eye & alone)  # (..., T, T)
+
+
 def lsh_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -57,6 +65,7 @@ def lsh_attention(
     generator: torch.Generator,
     n_rounds: int = 1,
     causal: bool = True,
+    mask_self: bool = False,
 ) -> torch.Tensor:
     """Softmax attention in which a query sees only keys of its own LSH bucket (in any of ``n_rounds``).
 
@@ -64,11 +73,16 @@ def lsh_attention(
     (``k is q``, as in the Reformer) a query always shares its own bucket. A query left with no key
     gets a zero output. This version states the rule with a ``(T, T)`` mask, to be checked against;
     the Reformer gets its savings by sorting positions by bucket and attending within fixed-size chunks.
+
+    ``mask_self=True`` is the Reformer's rule for shared QK: a query's own position (``q · q`` is its
+    largest score) is allowed only when no other key is allowed for it in any round; needs ``T_q == T_k``.
     """
-    check_qkv(q, k, v, same_length=causal)
+    check_qkv(q, k, v, same_length=causal or mask_self)
     allowed = _same_bucket(q, k, n_buckets, n_rounds, generator)  # (B, H, T, T)
     if causal:
         allowed &= causal_mask(q.shape[2], q.device)  # (T, T): causal needs T_q == T_k
+    if mask_self:
+        allowed = _mask_self(allowed)  # (B, H, T, T)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
     return masked_softmax(scores, allowed) @ v  # (B, H, T, d_v)
 
