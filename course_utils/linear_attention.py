@@ -265,3 +265,57 @@ def deltanet_parallel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: t
     u = torch.linalg.solve_triangular(system, beta[..., None] * v, upper=False, unitriangular=True)  # (B, H, T, d_v)
     weights = (q @ k.transpose(-2, -1)).masked_fill(~causal_mask(seq_len, q.device), 0.0)  # (B, H, T, T)
     return weights @ u  # (B, H, T, d_v)
+
+
+def deltanet_chunkwise(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor,
+    chunk_size: int = 64,
+    log_decay: torch.Tensor | None = None,
+    return_state: bool = False,
+):
+    """The (gated) delta rule by chunks: ``(B, H, T, d_v)`` (and the final ``S (B, H, d_k, d_v)``), equal to
+    ``decay_recurrence(q, k, v, log_decay=log_decay, beta=beta)`` with no ``(T, T)`` tensor.
+
+    Yang et al. 2024 ("Parallelizing Linear Transformers with the Delta Rule over Sequence Length"), with the
+    decay of Yang, Kautz & Hatamizadeh 2024 ("Gated Delta Networks"). In a chunk of ``C`` steps starting from
+    ``S_0``, with ``b_t`` the cumulative log decay inside the chunk (``b = 0`` without ``log_decay``),
+    ``Γ_ts = exp(b_t - b_s)`` and the pseudo-values ``u_t = β_t (v_t - exp(b_t) S_0ᵀ k_t - Σ_{s<t} Γ_ts (k_s·k_t) u_s)``
+    the state is ``S_t = exp(b_t) S_0 + Σ_{s≤t} Γ_ts k_s u_sᵀ``.
+    Stacked: ``(I + diag(β) tril_{-1}(Γ ⊙ K Kᵀ)) U = diag(β) (V - diag(e^b) K S_0)``.
+    The UT transform solves that unit lower-triangular ``(C, C)`` system once for ``W = T diag(β e^b) K`` and
+    ``U' = T diag(β) V``, so ``U = U' - W S_0``; then ``O = diag(e^b) Q S_0 + (Q Kᵀ ⊙ Γ)_{s≤t} U`` and
+    ``S ← e^{b_C} S_0 + (K ⊙ e^{b_C - b})ᵀ U``. ``beta (B, H, T)``; ``log_decay`` ``None``, ``(H,)`` or ``(B, H, T)``,
+    ``≤ 0``. Work ``O(T C d + T d_k d_v)``, memory ``O(C² + C d + d_k d_v)`` per head.
+    """
+    check_qkv(q, k, v)
+    _check_chunk(chunk_size)
+    beta = _per_step(beta, q, "beta")
+    batch_size, num_heads, seq_len, d_k = q.shape
+    if log_decay is None:
+        log_decay = q.new_zeros(batch_size, num_heads, seq_len)  # (B, H, T): a = 1, DeltaNet
+    elif isinstance(log_decay, torch.Tensor) and log_decay.shape == (num_heads,):
+        log_decay = log_decay.to(q.dtype)[None, :, None].expand(batch_size, num_heads, seq_len)  # (B, H, T)
+    log_decay = _per_step(log_decay, q, "log_decay (or (H,) for a fixed decay)")
+    S = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])  # (B, H, d_k, d_v)
+    outs = []
+    for c0 in range(0, seq_len, chunk_size):
+        sl = slice(c0, c0 + chunk_size)
+        qc, kc, vc, bc = q[:, :, sl], k[:, :, sl], v[:, :, sl], beta[:, :, sl, None]  # (B, H, C, d), (B, H, C, 1)
+        b = log_decay[:, :, sl].cumsum(dim=-1)  # (B, H, C)
+        decay = _decay_matrix(b)  # (B, H, C, C): Γ, zero above the diagonal
+        size = qc.shape[2]
+        strict = (bc * (kc @ kc.transpose(-2, -1)) * decay).masked_fill(~causal_mask(size, q.device, -1), 0.0)
+        system = strict + torch.eye(size, dtype=q.dtype, device=q.device)  # (B, H, C, C), unit lower triangular
+        rhs = torch.cat([bc * b[..., None].exp() * kc, bc * vc], dim=-1)  # (B, H, C, d_k + d_v)
+        solved = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)  # (B, H, C, d_k + d_v)
+        w, u = solved[..., :d_k], solved[..., d_k:]  # (B, H, C, d_k), (B, H, C, d_v)
+        u = u - w @ S  # (B, H, C, d_v): the pseudo-values, corrected for what S_0 recalls
+        inter = (qc * b[..., None].exp()) @ S  # (B, H, C, d_v)
+        outs.append(inter + ((qc @ kc.transpose(-2, -1)) * decay) @ u)  # (B, H, C, d_v)
+        b_last = b[..., -1:]  # (B, H, 1)
+        S = b_last[..., None].exp() * S + (kc * (b_last - b)[..., None].exp()).transpose(-2, -1) @ u  # (B, H, d_k, d_v)
+    out = torch.cat(outs, dim=2)  # (B, H, T, d_v)
+    return (out, S) if return_state else out

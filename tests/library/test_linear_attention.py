@@ -163,3 +163,64 @@ def test_family_rejects_bad_shapes():
         la.deltanet_parallel(q, k, v, torch.ones(2, 3, 28))
     with pytest.raises(ValueError, match="gamma"):
         la.retnet_parallel(q, k, v, torch.tensor([0.5, 1.5, 0.9]))
+
+
+# --------------------------------------------------------------------------- the delta rule by chunks
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, F64), (torch.float32, F32)])
+@pytest.mark.parametrize("gated", [False, True])
+def test_deltanet_chunkwise_equals_delta_rule(dtype, tol, gated):
+    q, k, v = qkv(dtype)  # T = 29: no chunk size below divides it except 1 and 29
+    k = F.normalize(k, dim=-1)
+    beta = torch.sigmoid(per_step(5, dtype=dtype))
+    log_decay = F.logsigmoid(per_step(6, 2.0, dtype) + 2) if gated else None
+    out, state = la.decay_recurrence(q, k, v, log_decay=log_decay, beta=beta)
+    for chunk in (1, 4, 8, 10, 29, 64):
+        got, got_state = la.deltanet_chunkwise(q, k, v, beta, chunk, log_decay=log_decay, return_state=True)
+        torch.testing.assert_close(got, out, **tol)
+        torch.testing.assert_close(got_state, state, **tol)
+    if not gated:
+        torch.testing.assert_close(la.deltanet_chunkwise(q, k, v, beta, 8), la.deltanet_parallel(q, k, v, beta), **tol)
+
+
+def test_deltanet_chunkwise_fixed_decay_and_long_sequence():
+    q, k, v = qkv(seq_len=200)
+    k = F.normalize(k, dim=-1)
+    beta = torch.sigmoid(per_step(7, seq_len=200))
+    gamma = torch.tensor(
+        [0.5, 0.9, 1.0], dtype=torch.float64
+    )  # (H,): a fixed decay per head, as decay_recurrence takes
+    out, _ = la.decay_recurrence(q, k, v, log_decay=gamma.log(), beta=beta)
+    torch.testing.assert_close(la.deltanet_chunkwise(q, k, v, beta, 64, log_decay=gamma.log()), out, **F64)
+    strong = torch.full((2, 3, 200), -5.0, dtype=torch.float32)  # cumulative log decay -1000 inside a chunk of 200
+    q32, k32, v32, beta32 = q.float(), k.float(), v.float(), beta.float()
+    got = la.deltanet_chunkwise(q32, k32, v32, beta32, 200, log_decay=strong)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, la.decay_recurrence(q32, k32, v32, log_decay=strong, beta=beta32)[0], **F32)
+
+
+def test_deltanet_chunkwise_builds_no_sequence_square():
+    # the largest tensor it creates is a chunk's (C, C) system or the (T, d) output, never (T, T)
+    from course_utils.memory import PeakMemory
+
+    peaks = []
+    for seq_len in (256, 512):
+        q, k, v = qkv(torch.float32, seq_len=seq_len)
+        beta = torch.sigmoid(per_step(8, dtype=torch.float32, seq_len=seq_len))
+        with PeakMemory() as memory:
+            la.deltanet_chunkwise(q, F.normalize(k, dim=-1), v, beta, 32)
+        peaks.append(memory.peak)
+    assert peaks[1] < 2.2 * peaks[0]
+    assert peaks[1] < 2 * 3 * 512 * 512 * 4 / 4  # well below one (B, H, T, T) float32 tensor
+
+
+def test_deltanet_chunkwise_rejects_bad_input():
+    q, k, v = qkv()
+    beta = torch.ones(2, 3, 29, dtype=torch.float64)
+    with pytest.raises(ValueError, match="beta"):
+        la.deltanet_chunkwise(q, k, v, beta[..., :5])
+    with pytest.raises(ValueError, match="log_decay"):
+        la.deltanet_chunkwise(q, k, v, beta, 8, log_decay=torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="chunk_size"):
+        la.deltanet_chunkwise(q, k, v, beta, 0)
