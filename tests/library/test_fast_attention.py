@@ -1,21 +1,26 @@
-"""Tests of course_utils.fast_attention: naive and tiled attention against PyTorch's, the KV cache
-against decoding without it."""
+"""Tests of course_utils.fast_attention: naive and tiled attention against PyTorch's, the tiled backward
+pass against autograd through PyTorch's attention, the KV cache against decoding without it."""
 
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from course_utils.fast_attention import (
     KVCache,
+    TiledAttention,
+    flash_attention,
     forward_with_cache,
     generate_with_cache,
     generate_without_cache,
     naive_attention,
     tiled_attention,
+    tiled_attention_backward,
 )
 from course_utils.gpt import GPT, GPTConfig
+from course_utils.work import watch_work
 
 
 def qkv(seq_len=37, d_k=8, d_v=5, dtype=torch.float64, seed=0, len_k=None):
@@ -93,6 +98,109 @@ def test_attention_rejects_bad_shapes():
         naive_attention(q.float(), k, v)
     with pytest.raises(ValueError, match="floating"):
         naive_attention(q.long(), k, v)
+
+
+# --------------------------------------------------------------------------- the tiled backward pass
+
+
+def sdpa_grads(q, k, v, grad_out, causal):
+    """The reference: autograd through PyTorch's own attention."""
+    q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return torch.autograd.grad(out, (q, k, v), grad_out)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("block_size", [1, 8, 16, 37, 64])  # divides T = 37 or not, bigger than T
+def test_tiled_backward_equals_autograd_through_sdpa(causal, block_size):
+    q, k, v = qkv()  # float64, d_k = 8 != d_v = 5
+    grad_out = torch.randn(2, 3, 37, 5, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    out, lse = tiled_attention(q, k, v, causal=causal, block_size=block_size, return_lse=True)
+    grads = tiled_attention_backward(q, k, v, out, lse, grad_out, block_size=block_size, causal=causal)
+    for got, expected, x in zip(grads, sdpa_grads(q, k, v, grad_out, causal), (q, k, v)):
+        assert got.shape == x.shape and got.dtype == x.dtype
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_flash_attention_autograd_float32_and_cross_lengths(causal):
+    q, k, v = qkv(seq_len=70, dtype=torch.float32, seed=3)
+    q = 5 * q  # peaked weights: exp(S - lse) must not overflow or lose them
+    grad_out = torch.randn(2, 3, 70, 5, generator=torch.Generator().manual_seed(4))
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    out = flash_attention(*leaves, block_size=16, causal=causal)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=causal), rtol=1e-5, atol=1e-5)
+    out.backward(grad_out)
+    for leaf, expected in zip(leaves, sdpa_grads(q, k, v, grad_out, causal)):
+        torch.testing.assert_close(leaf.grad, expected, rtol=1e-4, atol=1e-4)
+    q, k, v = qkv(seq_len=9, len_k=30, seed=5)  # non-causal: T_q != T_k
+    grad_out = torch.randn(2, 3, 9, 5, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    grads = torch.autograd.grad(flash_attention(*leaves, block_size=4, causal=False), leaves, grad_out)
+    for got, expected in zip(grads, sdpa_grads(q, k, v, grad_out, False)):
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_flash_attention_gradcheck(causal):
+    q, k, v = (x.requires_grad_() for x in qkv(seq_len=7, d_k=3, d_v=2, seed=7))
+    assert torch.autograd.gradcheck(lambda a, b, c: flash_attention(a, b, c, block_size=3, causal=causal), (q, k, v))
+    # the Function itself, called directly, and second use of the same graph
+    out = TiledAttention.apply(q, k, v, 3, causal)
+    assert torch.equal(out, flash_attention(q, k, v, block_size=3, causal=causal))
+
+
+class Largest(TorchDispatchMode):
+    """Records the largest tensor any operation returns, also those the autograd engine runs."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for x in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(x, torch.Tensor):
+                self.largest = max(getattr(self, "largest", 0), x.numel())
+        return out
+
+
+def test_tiled_backward_never_builds_a_full_score_matrix():
+    block, batch_heads, d = 16, 2 * 3, 8
+    largest = {}
+    for seq_len in (64, 128, 256):
+        q, k, v = qkv(seq_len=seq_len, d_k=d, d_v=d)
+        out, lse = tiled_attention(q, k, v, block_size=block, return_lse=True)
+        grad_out = torch.ones_like(out)
+        with watch_work() as work:
+            tiled_attention_backward(q, k, v, out, lse, grad_out, block_size=block)
+        # the biggest tensors are the gradients (B, H, T, d) themselves; a tile is (B, H, 16, 16)
+        assert work.largest == batch_heads * max(seq_len * d, block * block) < batch_heads * seq_len**2
+        largest[seq_len] = work.largest
+        # the tiles: 5 matrix products and one tile of exponentials per tile of the causal triangle
+        tiles = (seq_len // block) * (seq_len // block + 1) // 2
+        assert work.counts["aten::bmm"] == 5 * tiles
+        assert work.exponentials == tiles * batch_heads * block * block
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        with Largest() as spy:  # the whole autograd path: forward, engine, backward
+            flash_attention(*leaves, block_size=block).backward(grad_out)
+        assert spy.largest <= batch_heads * seq_len * d
+    assert largest[256] == 2 * largest[128] == 4 * largest[64]  # linear in T, not quadratic
+
+
+def test_tiled_backward_rejects_bad_input():
+    q, k, v = qkv()
+    out, lse = tiled_attention(q, k, v, return_lse=True)
+    with pytest.raises(ValueError, match="grad_out"):
+        tiled_attention_backward(q, k, v, out, lse, out[:, :, :5])
+    with pytest.raises(ValueError, match="lse"):
+        tiled_attention_backward(q, k, v, out, lse[..., None], out)
+    with pytest.raises(ValueError, match="out must be"):
+        tiled_attention_backward(q, k, v, out.float(), lse, out)
+    with pytest.raises(ValueError, match="block_size"):
+        tiled_attention_backward(q, k, v, out, lse, out, block_size=0)
+    with pytest.raises(ValueError, match="as many queries as keys"):
+        tiled_attention_backward(q[:, :, :5], k, v, out[:, :, :5], lse[:, :, :5], out[:, :, :5])
+    with pytest.raises(ValueError, match="shapes do not fit"):
+        flash_attention(q, k[..., :4], v)
+    with pytest.raises(ValueError, match="block_size"):
+        flash_attention(q, k, v, block_size=2.5)
 
 
 # --------------------------------------------------------------------------- KV cache
