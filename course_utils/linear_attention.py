@@ -10,12 +10,14 @@ Every member keeps a state ``S_t (d_k, d_v)`` per head and reads it with the que
   ``φ(q), φ(k)`` (``elu + 1``) and a normaliser ``z_t = Σ φ(k_s)`` in the denominator;
 - RetNet (Sun et al. 2023): a fixed decay ``a_t = γ_h`` per head;
 - gated linear attention / Mamba-2 (Yang et al. 2023 GLA; Dao & Gu 2024): a data-dependent ``a_t``;
-- DeltaNet (Schlag et al. 2021; Yang et al. 2024): the delta rule, ``S_t = S_{t-1} + β_t k_t (v_t - S_{t-1}ᵀ k_t)ᵀ``;
+- DeltaNet (Schlag et al. 2021; Yang et al. 2024): the delta rule, ``S_t = S_{t-1} + β_t k_t (v_t - S_{t-1}ᵀ k_t)ᵀ``,
+  and gated DeltaNet (Yang, Kautz & Hatamizadeh 2024): a decay first, then the delta correction;
 - mLSTM (Beck et al. 2024, xLSTM): exponential input gate, forget gate, normaliser and stabiliser; it lives
   in :mod:`course_utils.xlstm`, next to the sLSTM.
 
 Each has a parallel form (a masked ``(T, T)`` matrix, like attention) equal to its recurrent form
-(constant memory per generated token), and linear and gated attention a chunkwise form in between.
+(constant memory per generated token), and linear attention, gated attention and the (gated) delta rule a
+chunkwise form in between.
 Shapes: ``q, k (B, H, T, d_k)``, ``v (B, H, T, d_v)``, outputs ``(B, H, T, d_v)``, decays ``(B, H, T)``.
 No function here scales ``q`` by ``1/√d_k`` (the mLSTM's do, as xLSTM does): scale ``q`` yourself.
 """
@@ -281,14 +283,14 @@ def deltanet_chunkwise(
 
     Yang et al. 2024 ("Parallelizing Linear Transformers with the Delta Rule over Sequence Length"), with the
     decay of Yang, Kautz & Hatamizadeh 2024 ("Gated Delta Networks"). In a chunk of ``C`` steps starting from
-    ``S_0``, with ``b_t`` the cumulative log decay inside the chunk (``b = 0`` without ``log_decay``),
-    ``Γ_ts = exp(b_t - b_s)`` and the pseudo-values ``u_t = β_t (v_t - exp(b_t) S_0ᵀ k_t - Σ_{s<t} Γ_ts (k_s·k_t) u_s)``
-    the state is ``S_t = exp(b_t) S_0 + Σ_{s≤t} Γ_ts k_s u_sᵀ``.
-    Stacked: ``(I + diag(β) tril_{-1}(Γ ⊙ K Kᵀ)) U = diag(β) (V - diag(e^b) K S_0)``.
-    The UT transform solves that unit lower-triangular ``(C, C)`` system once for ``W = T diag(β e^b) K`` and
-    ``U' = T diag(β) V``, so ``U = U' - W S_0``; then ``O = diag(e^b) Q S_0 + (Q Kᵀ ⊙ Γ)_{s≤t} U`` and
-    ``S ← e^{b_C} S_0 + (K ⊙ e^{b_C - b})ᵀ U``. ``beta (B, H, T)``; ``log_decay`` ``None``, ``(H,)`` or ``(B, H, T)``,
-    ``≤ 0``. Work ``O(T C d + T d_k d_v)``, memory ``O(C² + C d + d_k d_v)`` per head.
+    ``S_0``, let ``b_t`` be the cumulative log decay inside the chunk (``b = 0`` without ``log_decay``) and
+    ``Γ_ts = exp(b_t - b_s)``. The state is ``S_t = exp(b_t) S_0 + Σ_{s≤t} Γ_ts k_s u_sᵀ`` with pseudo-values
+    ``u_t = β_t (v_t - exp(b_t) S_0ᵀ k_t - Σ_{s<t} Γ_ts (k_s·k_t) u_s)``; stacked,
+    ``A U = diag(β) (V - diag(e^b) K S_0)`` with ``A = I + diag(β) tril_{-1}(Γ ⊙ K Kᵀ)``, unit lower triangular.
+    The UT transform solves it once per chunk for ``W = A⁻¹ diag(β e^b) K`` and ``U' = A⁻¹ diag(β) V``, so
+    ``U = U' - W S_0``; then ``O = diag(e^b) Q S_0 + (Q Kᵀ ⊙ Γ)_{s≤t} U`` and
+    ``S ← e^{b_C} S_0 + (K ⊙ e^{b_C - b})ᵀ U``. ``beta (B, H, T)``; ``log_decay`` ``None``, ``(H,)`` or
+    ``(B, H, T)``, ``≤ 0``. Work ``O(T C d + T d_k d_v)``, memory ``O(C² + C d + d_k d_v)`` per head.
     """
     check_qkv(q, k, v)
     _check_chunk(chunk_size)

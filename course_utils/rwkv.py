@@ -11,6 +11,8 @@ WKV is attention with a fixed exponential decay per channel instead of query-key
 - :func:`wkv_stable` is the recurrent form ("RNN mode"): numerator ``a`` and denominator ``b`` carried
   as a state, scaled by ``e^{-p}`` with ``p`` the running maximum exponent, so no ``exp`` ever sees a
   positive argument. Constant memory per token.
+- :func:`wkv_chunkwise` is in between: the parallel form inside chunks of ``L`` steps, the stable state
+  ``(a, b, p)`` carried between them. Linear in ``T`` where the two forms above are ``O(T² C)``.
 
 Shapes: ``w, u (C,)``, ``k, v (B, T, C)``, outputs ``(B, T, C)``; states ``(a, b, p)`` each ``(B, C)``.
 :class:`RWKVBlock` (time mix with token shift, then channel mix) runs in parallel or step by step.
@@ -109,6 +111,47 @@ def wkv_final_state(
     p = expo.amax(dim=1)  # (B, C)
     weights = (expo - p[:, None]).exp()  # (B, T, C)
     return (weights * v).sum(dim=1), weights.sum(dim=1), p
+
+
+def wkv_chunkwise(
+    w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk_size: int = 64
+) -> torch.Tensor:
+    """WKV by chunks of ``L = chunk_size`` steps, linear in ``T``: ``(B, T, C)``, equal to :func:`wkv_stable`.
+
+    "GPT mode" as :func:`wkv_parallel` computes it holds a ``(B, T, T, C)`` tensor: ``O(T² C)`` time and memory.
+    Because RWKV-4's decay is fixed, the weight of token ``i`` at step ``t`` depends on ``t - i`` alone, and the
+    tokens before a chunk enter every step of it through one state: with ``(a, b, p)`` as in :func:`wkv_stable`
+    after step ``t_0 - 1``, the last before the chunk, their part of the numerator at ``t`` is ``e^{p - (t - t_0) w} a``
+    (likewise ``b``). Inside the chunk an ``(L, L)`` block of exponents per channel, as in :func:`wkv_parallel`;
+    every exponential is taken after subtracting each row's maximum over both parts, so nothing overflows. The
+    state then moves over the chunk as :func:`wkv_final_state` computes it, merged with the decayed old one.
+    Memory ``O(B L² C)`` per chunk plus the output, work ``O(T L C)``.
+    """
+    _check_wkv(w, u, k, v)
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    batch_size, seq_len, channels = k.shape
+    w, u = w.to(k.dtype), u.to(k.dtype)
+    a, b = k.new_zeros(batch_size, channels), k.new_zeros(batch_size, channels)  # (B, C) each
+    p = k.new_full((batch_size, channels), float("-inf"))  # (B, C)
+    out = torch.empty_like(v)  # (B, T, C), filled chunk by chunk
+    for c0 in range(0, seq_len, chunk_size):
+        kc, vc = k[:, c0 : c0 + chunk_size], v[:, c0 : c0 + chunk_size]  # (B, L, C)
+        size = kc.shape[1]
+        steps = torch.arange(size, device=k.device, dtype=k.dtype)  # (L,): t - t_0
+        inside = _log_weights(w, u, kc)  # (B, L, L, C)
+        past = p[:, None] - steps[:, None] * w  # (B, L, C): exponent of the earlier tokens' state at each step
+        top = torch.maximum(inside.amax(dim=2), past)  # (B, L, C)
+        weights = (inside - top[:, :, None]).exp()  # (B, L, L, C)
+        e_past = (past - top).exp()  # (B, L, C)
+        num = (weights * vc[:, None]).sum(dim=2) + e_past * a[:, None]  # (B, L, C)
+        den = weights.sum(dim=2) + e_past * b[:, None]  # (B, L, C)
+        out[:, c0 : c0 + size] = num / den
+        a_c, b_c, p_c = wkv_final_state(w, kc, vc)  # (B, C) each: the chunk alone
+        p_new = torch.maximum(p - size * w, p_c)  # (B, C)
+        e_old, e_new = (p - size * w - p_new).exp(), (p_c - p_new).exp()
+        a, b, p = e_old * a + e_new * a_c, e_old * b + e_new * b_c, p_new
+    return out
 
 
 # --------------------------------------------------------------------------- an RWKV-style block

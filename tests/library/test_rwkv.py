@@ -4,7 +4,16 @@ the naive form overflows, and the RWKV block's parallel ("GPT") mode against its
 import pytest
 import torch
 
-from course_utils.rwkv import RWKVBlock, token_shift, wkv_final_state, wkv_naive, wkv_parallel, wkv_stable
+from course_utils.memory import PeakMemory
+from course_utils.rwkv import (
+    RWKVBlock,
+    token_shift,
+    wkv_chunkwise,
+    wkv_final_state,
+    wkv_naive,
+    wkv_parallel,
+    wkv_stable,
+)
 
 
 def wkv_inputs(dtype=torch.float64, seq_len=23, channels=5, seed=0, k_scale=1.0):
@@ -64,6 +73,37 @@ def test_wkv_state_continues_and_final_state_matches():
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-5)])
+def test_wkv_chunkwise_equals_the_other_forms(dtype, tol):
+    w, u, k, v = wkv_inputs(dtype)  # T = 23: chunks of 4, 5, 10 leave a short last chunk
+    stable, _ = wkv_stable(w, u, k, v)
+    for chunk in (1, 4, 5, 10, 23, 64):
+        torch.testing.assert_close(wkv_chunkwise(w, u, k, v, chunk), stable, rtol=tol, atol=tol)
+    torch.testing.assert_close(wkv_chunkwise(w, u, k, v, 8), wkv_parallel(w, u, k, v), rtol=tol, atol=tol)
+
+
+def test_wkv_chunkwise_stays_finite_where_naive_overflows():
+    w, u, k, v = wkv_inputs(torch.float32, seq_len=60, k_scale=60.0)
+    assert not torch.isfinite(wkv_naive(w, u, k, v)).all()
+    got = wkv_chunkwise(w, u, k, v, 16)
+    assert torch.isfinite(got).all()
+    reference = wkv_parallel(*(x.double() for x in (w, u, k, v)))
+    torch.testing.assert_close(got.double(), reference, rtol=1e-4, atol=1e-4)
+
+
+def test_wkv_chunkwise_memory_grows_linearly():
+    peaks = {}
+    for seq_len in (256, 512):
+        w, u, k, v = wkv_inputs(torch.float32, seq_len=seq_len, channels=16)
+        for name, fn in (("parallel", wkv_parallel), ("chunkwise", lambda *x: wkv_chunkwise(*x, chunk_size=32))):
+            with PeakMemory() as memory:
+                fn(w, u, k, v)
+            peaks[name, seq_len] = memory.peak
+    assert peaks["chunkwise", 512] <= 2.2 * peaks["chunkwise", 256]
+    assert 3.6 < peaks["parallel", 512] / peaks["parallel", 256] < 4.4
+    assert peaks["chunkwise", 512] < peaks["parallel", 512] / 10
+
+
 def test_wkv_rejects_bad_shapes():
     w, u, k, v = wkv_inputs()
     with pytest.raises(ValueError, match=r"\(C,\)"):
@@ -72,6 +112,8 @@ def test_wkv_rejects_bad_shapes():
         wkv_stable(w, u, k, v[:, :5])
     with pytest.raises(ValueError, match="B, T, C"):
         wkv_parallel(w, u, k[0], v[0])
+    with pytest.raises(ValueError, match="chunk_size"):
+        wkv_chunkwise(w, u, k, v, 0)
 
 
 def test_token_shift():
