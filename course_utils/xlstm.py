@@ -4,8 +4,13 @@
   normaliser ``n_t`` and a stabiliser ``m_t``; it has no memory mixing (no ``h_{t-1}`` in its gates), so
   it is a row of the linear-attention family and has a parallel form: :func:`mlstm_parallel`,
   :func:`mlstm_recurrent`. Shapes ``q, k (B, H, T, d_k)``, ``v (B, H, T, d_v)``, gates ``(B, H, T)``;
-- the **sLSTM**: a scalar memory per unit whose gates read ``h_{t-1}`` (memory mixing), so it runs
-  step by step only: :class:`SLSTMCell`, ``x (B, input_size) -> h (B, hidden)``.
+- the **sLSTM**: a scalar memory per unit whose gates read ``h_{t-1}`` through a recurrent matrix ``R``
+  that is block-diagonal over heads (memory mixing within a head), so it runs step by step only:
+  :class:`SLSTMCell` ``x (B, input_size) -> h (B, hidden)``, :func:`slstm_sequence` ``(B, T, input_size)``;
+- the paper's **blocks**: :class:`MLSTMBlock` (pre-up-projection: up, causal conv, mLSTM, down) and
+  :class:`SLSTMBlock` (post-up-projection: sLSTM at model width, then a gated MLP), both ``(B, T, D) ->
+  (B, T, D)`` in parallel and ``(B, D) -> (B, D)`` per token with :meth:`step`; :class:`XLSTMStack`
+  stacks them in a layout such as ``"msms"`` (the paper's xLSTM[a:b], a mLSTM blocks per b sLSTM blocks).
 """
 
 from __future__ import annotations
@@ -65,8 +70,11 @@ def mlstm_recurrent(
     f_pre: torch.Tensor,
     forget_gate: str = "sigmoid",
     return_state: bool = False,
+    state: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ):
     """The mLSTM step by step with its stabilised states: ``(B, H, T, d_v)`` (and ``(C, n, m)`` if asked).
+
+    ``state``: the ``(C, n, m)`` an earlier call returned, to continue a sequence (default: the empty memory).
 
     ``m_t = max(log f_t + m_{t-1}, i_pre_t)``; ``i'_t = exp(i_pre_t - m_t)``, ``f'_t = exp(log f_t + m_{t-1} - m_t)``;
     ``C_t = f'_t C_{t-1} + i'_t k_t v_tᵀ / √d_k`` ``(B, H, d_k, d_v)``, ``n_t = f'_t n_{t-1} + i'_t k_t / √d_k``
@@ -77,9 +85,15 @@ def mlstm_recurrent(
     i_pre, f_pre = _per_step(i_pre, q, "i_pre"), _per_step(f_pre, q, "f_pre")
     log_f = _log_forget(f_pre, forget_gate)  # (B, H, T)
     batch_size, num_heads, seq_len, d_k = q.shape
-    C = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])  # (B, H, d_k, d_v)
-    n = q.new_zeros(batch_size, num_heads, d_k)  # (B, H, d_k)
-    m = q.new_full((batch_size, num_heads), float("-inf"))  # (B, H)
+    if state is None:
+        C = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])  # (B, H, d_k, d_v)
+        n = q.new_zeros(batch_size, num_heads, d_k)  # (B, H, d_k)
+        m = q.new_full((batch_size, num_heads), float("-inf"))  # (B, H)
+    else:
+        C, n, m = state
+        shapes = ((batch_size, num_heads, d_k, v.shape[-1]), (batch_size, num_heads, d_k), (batch_size, num_heads))
+        if tuple(tuple(x.shape) for x in state) != shapes:
+            raise ValueError(f"state must be (C, n, m) of shapes {shapes}, got {[tuple(x.shape) for x in state]}")
     k = k / math.sqrt(d_k)
     outs = []
     for t in range(seq_len):
@@ -99,24 +113,52 @@ def mlstm_recurrent(
 # --------------------------------------------------------------------------- sLSTM (xLSTM)
 
 
+class BlockDiagonalRecurrence(nn.Module):
+    """The sLSTM's recurrent matrices ``R_z, R_i, R_f, R_o``, each block-diagonal with one block per head.
+
+    ``weight (4, H, d_h, d_h)`` with ``d_h = hidden / H``: ``forward(h (..., hidden)) -> (..., 4 hidden)``,
+    gate-major (``z`` of every unit, then ``i``, ``f``, ``o``). Unit ``j`` of head ``a`` reads only the units
+    of head ``a``: ``4 hidden² / H`` parameters instead of ``4 hidden²``.
+    """
+
+    def __init__(self, hidden_size: int, num_heads: int):
+        super().__init__()
+        self.num_heads, self.head_size = num_heads, hidden_size // num_heads
+        bound = 1 / math.sqrt(self.head_size)
+        self.weight = nn.Parameter(torch.empty(4, num_heads, self.head_size, self.head_size).uniform_(-bound, bound))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        heads = h.unflatten(-1, (self.num_heads, self.head_size))  # (..., H, d_h)
+        out = torch.einsum("gaij,...aj->...gai", self.weight, heads)  # (..., 4, H, d_h)
+        return out.flatten(-3)  # (..., 4 hidden)
+
+    def dense(self) -> torch.Tensor:
+        """The same map as one ``(4 hidden, hidden)`` matrix, zero off the head blocks: ``h @ dense().T``."""
+        return torch.cat([torch.block_diag(*self.weight[g]) for g in range(4)])  # (4 hidden, hidden)
+
+
 class SLSTMCell(nn.Module):
     """xLSTM's sLSTM cell (Beck et al. 2024): an LSTM with exponential input gate and a normaliser.
 
     ``z = tanh(·)``, ``o = σ(·)``, input gate ``exp(ĩ)``, forget gate ``σ(f̃)`` (or ``exp(f̃)``), each
-    pre-activation ``W x + R h_{t-1} + b``. States ``(h, c, n, m)``, each ``(B, hidden)``:
+    pre-activation ``W x + R h_{t-1} + b``, ``R`` block-diagonal with ``num_heads`` blocks
+    (:class:`BlockDiagonalRecurrence`). States ``(h, c, n, m)``, each ``(B, hidden)``:
     ``m_t = max(log f_t + m_{t-1}, ĩ_t)`` (the stabiliser), ``i' = exp(ĩ - m_t)``, ``f' = exp(log f + m_{t-1} - m_t)``,
     ``c_t = f' c + i' z``, ``n_t = f' n + i'``, ``h_t = o ⊙ c_t / n_t``. ``c`` and ``n`` are the unstabilised
     ones times ``exp(-m_t)``, which cancels in ``c / n``: the stabiliser changes no output.
-    ``forward(x (B, input_size), state=None) -> (h (B, hidden), state)``.
+    ``forward(x (B, input_size), state=None) -> (h (B, hidden), state)``; :meth:`step` takes ``W x`` instead.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, forget_gate: str = "sigmoid"):
+    def __init__(self, input_size: int, hidden_size: int, forget_gate: str = "sigmoid", num_heads: int = 1):
         super().__init__()
         if forget_gate not in ("sigmoid", "exp"):
             raise ValueError(f"forget_gate must be 'sigmoid' or 'exp', got {forget_gate!r}")
+        if not isinstance(num_heads, int) or num_heads < 1 or hidden_size % num_heads:
+            raise ValueError(f"num_heads must be a positive int dividing hidden_size={hidden_size}, got {num_heads!r}")
         self.input_size, self.hidden_size, self.forget_gate = input_size, hidden_size, forget_gate
+        self.num_heads = num_heads
         self.W = nn.Linear(input_size, 4 * hidden_size)  # z, i, f, o
-        self.R = nn.Linear(hidden_size, 4 * hidden_size, bias=False)
+        self.R = BlockDiagonalRecurrence(hidden_size, num_heads)
 
     def initial_state(self, batch_size: int, **tensor_kw) -> tuple[torch.Tensor, ...]:
         zeros = torch.zeros(batch_size, self.hidden_size, **tensor_kw)
@@ -125,10 +167,14 @@ class SLSTMCell(nn.Module):
     def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, ...] | None = None):
         if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.input_size:
             raise ValueError(f"x must be (B, {self.input_size}), got {getattr(x, 'shape', x)!r}")
+        return self.step(self.W(x), state)
+
+    def step(self, wx: torch.Tensor, state: tuple[torch.Tensor, ...] | None = None):
+        """One step from the input's share of the pre-activations, ``wx = W x + b (B, 4 hidden)``."""
         if state is None:
-            state = self.initial_state(x.shape[0], dtype=x.dtype, device=x.device)
+            state = self.initial_state(wx.shape[0], dtype=wx.dtype, device=wx.device)
         h, c, n, m = state
-        z_pre, i_pre, f_pre, o_pre = (self.W(x) + self.R(h)).chunk(4, dim=-1)  # (B, hidden) each
+        z_pre, i_pre, f_pre, o_pre = (wx + self.R(h)).chunk(4, dim=-1)  # (B, hidden) each
         log_f = F.logsigmoid(f_pre) if self.forget_gate == "sigmoid" else f_pre
         m_new = torch.maximum(log_f + m, i_pre)  # (B, hidden)
         i_gate, f_gate = (i_pre - m_new).exp(), (log_f + m - m_new).exp()  # f_gate = 0 at the first step
@@ -136,3 +182,231 @@ class SLSTMCell(nn.Module):
         n = f_gate * n + i_gate  # (B, hidden), ≥ exp(ĩ_t - m_t) > 0
         h = torch.sigmoid(o_pre) * c / n  # (B, hidden)
         return h, (h, c, n, m_new)
+
+
+def slstm_sequence(
+    cell: SLSTMCell,
+    x: torch.Tensor,
+    state: tuple[torch.Tensor, ...] | None = None,
+    gate_input: torch.Tensor | None = None,
+):
+    """Run ``cell`` over ``x (B, T, input_size)`` one step at a time: ``(h (B, T, hidden), final state)``.
+
+    ``gate_input (B, T, input_size)``, if given, feeds the input and forget gates instead of ``x`` (the
+    sLSTM block's convolved input); ``W x`` is computed for all steps at once, only ``R h`` waits for ``h``.
+    """
+    _check_sequence(x, cell.input_size, "x")
+    wx = cell.W(x)  # (B, T, 4 hidden)
+    if gate_input is not None:
+        _check_sequence(gate_input, cell.input_size, "gate_input")
+        if gate_input.shape != x.shape:
+            raise ValueError(f"gate_input must have x's shape {tuple(x.shape)}, got {tuple(gate_input.shape)}")
+        z_o, i_f = wx.unflatten(-1, (4, -1)), cell.W(gate_input).unflatten(-1, (4, -1))  # (B, T, 4, hidden)
+        wx = torch.stack([z_o[..., 0, :], i_f[..., 1, :], i_f[..., 2, :], z_o[..., 3, :]], dim=-2).flatten(-2)
+    outs = []
+    for t in range(x.shape[1]):
+        h, state = cell.step(wx[:, t], state)  # (B, hidden)
+        outs.append(h)
+    return torch.stack(outs, dim=1), state  # (B, T, hidden)
+
+
+# --------------------------------------------------------------------------- the blocks
+
+
+def _check_sequence(x: object, width: int, name: str, dims: int = 3) -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() != dims or x.shape[-1] != width or not x.is_floating_point():
+        wanted = "(B, T, " if dims == 3 else "(B, "
+        got = f"{tuple(x.shape)} {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a floating {wanted}{width}) tensor, got {got}")
+
+
+def _check_heads(width: int, num_heads: int, name: str) -> None:
+    if not isinstance(num_heads, int) or num_heads < 1 or width % num_heads:
+        raise ValueError(f"num_heads must be a positive int dividing {name}={width}, got {num_heads!r}")
+
+
+class CausalConv(nn.Module):
+    """Depthwise causal convolution over time: ``forward(x (B, T, C)) -> (B, T, C)``, output ``t`` reads
+    inputs ``t - kernel + 1 .. t``; :meth:`step` does one position from a buffer of the last ``kernel - 1``."""
+
+    def __init__(self, channels: int, kernel: int):
+        super().__init__()
+        if not isinstance(kernel, int) or kernel < 1:
+            raise ValueError(f"conv_kernel must be a positive int, got {kernel!r}")
+        self.kernel = kernel
+        self.conv = nn.Conv1d(channels, channels, kernel, groups=channels, padding=kernel - 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2)  # (B, T, C)
+
+    def step(self, x_t: torch.Tensor, buffer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x_t (B, C)``, ``buffer (B, kernel - 1, C)`` -> ``(y_t (B, C), new buffer)``."""
+        window = torch.cat([buffer, x_t[:, None]], dim=1)  # (B, kernel, C), oldest first
+        y_t = (window * self.conv.weight[:, 0].T).sum(dim=1) + self.conv.bias  # (B, C)
+        return y_t, window[:, 1:]
+
+
+def _start(block: nn.Module, x_t: object, state: tuple | None) -> tuple:
+    _check_sequence(x_t, block.d_model, "x_t", dims=2)
+    return state if state is not None else block.initial_state(x_t.shape[0], dtype=x_t.dtype, device=x_t.device)
+
+
+def _head_norm(norm: nn.GroupNorm, h: torch.Tensor) -> torch.Tensor:
+    return norm(h.reshape(-1, h.shape[-1])).reshape(h.shape)  # normalised within each head's channels
+
+
+class MLSTMBlock(nn.Module):
+    """The xLSTM paper's mLSTM block (pre-up-projection): ``x + down(mLSTM(...) ⊙ swish(z))``.
+
+    ``LN(x)`` is projected up to two branches of width ``inner = proj_factor * d_model``: ``x_m`` and the
+    output gate's ``z``. ``x_c = swish(causal_conv(x_m))`` feeds ``q, k``; ``v`` comes from ``x_m``; the
+    gates ``ĩ, f̃`` (one per head) from ``[q, k, v]``. The multi-head mLSTM's output is group-normed per
+    head, plus a learnable skip ``s ⊙ x_c``, gated by ``swish(z)``, projected down, added to ``x``.
+    ``forward(x (B, T, D)) -> (B, T, D)`` with :func:`mlstm_parallel`; :meth:`step` ``(B, D) -> (B, D)``
+    with :func:`mlstm_recurrent`, carrying ``(conv buffer (B, K-1, inner), C (B, H, d_h, d_h), n, m)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, proj_factor: float = 2, conv_kernel: int = 4):
+        super().__init__()
+        inner = int(round(proj_factor * d_model))
+        _check_heads(inner, num_heads, "proj_factor * d_model")
+        self.d_model, self.inner, self.num_heads = d_model, inner, num_heads
+        self.norm = nn.LayerNorm(d_model)
+        self.up = nn.Linear(d_model, 2 * inner)
+        self.conv = CausalConv(inner, conv_kernel)
+        self.q, self.k, self.v = nn.Linear(inner, inner), nn.Linear(inner, inner), nn.Linear(inner, inner)
+        self.gates = nn.Linear(3 * inner, 2 * num_heads)  # ĩ, f̃ per head
+        with torch.no_grad():  # as the paper's code: forget gates start open (bias 3..6), input gates near 0
+            self.gates.bias[:num_heads].normal_(0.0, 0.1)
+            self.gates.bias[num_heads:].copy_(torch.linspace(3.0, 6.0, num_heads))
+        self.head_norm = nn.GroupNorm(num_heads, inner)
+        self.skip = nn.Parameter(torch.ones(inner))
+        self.down = nn.Linear(inner, d_model)
+
+    def _mix(self, x):  # x (..., D) -> x_m, z (..., inner)
+        return self.up(self.norm(x)).chunk(2, dim=-1)
+
+    def _qkv(self, x_m, x_c):  # (B, T, inner) each -> q, k, v (B, H, T, d_h), i_pre, f_pre (B, H, T)
+        q, k, v = self.q(x_c), self.k(x_c), self.v(x_m)  # (B, T, inner)
+        i_pre, f_pre = self.gates(torch.cat([q, k, v], dim=-1)).transpose(1, 2).chunk(2, dim=1)  # (B, H, T)
+        heads = (self.num_heads, self.inner // self.num_heads)
+        q, k, v = (y.unflatten(-1, heads).transpose(1, 2) for y in (q, k, v))  # (B, H, T, d_h)
+        return q, k, v, i_pre, f_pre
+
+    def _out(self, h, x_c, z):  # h (B, H, T, d_h), x_c, z (B, T, inner) -> (B, T, D)
+        h = h.transpose(1, 2).flatten(-2)  # (B, T, inner)
+        return self.down((_head_norm(self.head_norm, h) + self.skip * x_c) * F.silu(z))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_sequence(x, self.d_model, "x")
+        x_m, z = self._mix(x)
+        x_c = F.silu(self.conv(x_m))  # (B, T, inner)
+        q, k, v, i_pre, f_pre = self._qkv(x_m, x_c)
+        return x + self._out(mlstm_parallel(q, k, v, i_pre, f_pre), x_c, z)
+
+    def initial_state(self, batch_size: int, **tensor_kw) -> tuple[torch.Tensor, ...]:
+        d_h = self.inner // self.num_heads
+        return (
+            torch.zeros(batch_size, self.conv.kernel - 1, self.inner, **tensor_kw),  # conv buffer
+            torch.zeros(batch_size, self.num_heads, d_h, d_h, **tensor_kw),  # C
+            torch.zeros(batch_size, self.num_heads, d_h, **tensor_kw),  # n
+            torch.full((batch_size, self.num_heads), float("-inf"), **tensor_kw),  # m
+        )
+
+    def step(self, x_t: torch.Tensor, state: tuple[torch.Tensor, ...] | None = None):
+        """One token: ``x_t (B, D)`` -> ``(y_t (B, D), state)``; equals :meth:`forward` position by position."""
+        buffer, *memory = _start(self, x_t, state)
+        x_m, z = self._mix(x_t)  # (B, inner) each
+        x_c, buffer = self.conv.step(x_m, buffer)
+        x_c = F.silu(x_c)
+        q, k, v, i_pre, f_pre = self._qkv(x_m[:, None], x_c[:, None])  # T = 1
+        h, memory = mlstm_recurrent(q, k, v, i_pre, f_pre, return_state=True, state=tuple(memory))
+        return x_t + self._out(h, x_c[:, None], z[:, None])[:, 0], (buffer, *memory)
+
+
+class SLSTMBlock(nn.Module):
+    """The xLSTM paper's sLSTM block (post-up-projection): ``x + GN(sLSTM(LN x))``, then ``x + MLP(LN x)``.
+
+    The sLSTM runs at model width with ``num_heads`` heads (block-diagonal ``R``); its input and forget
+    gates read ``swish(causal_conv(LN x))`` (``conv_kernel=0``: no convolution), ``z`` and ``o`` read ``LN x``.
+    The gated MLP: ``down(GeLU(g) ⊙ u)`` with ``g, u`` of width ``ceil(ff_factor * D)``.
+    ``forward(x (B, T, D)) -> (B, T, D)``; :meth:`step` ``(B, D) -> (B, D)`` carrying
+    ``(conv buffer (B, K-1, D), h, c, n, m (B, D))``. Both run the sLSTM step by step (it has no other form).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, conv_kernel: int = 4, ff_factor: float = 4 / 3):
+        super().__init__()
+        _check_heads(d_model, num_heads, "d_model")
+        self.d_model, self.num_heads = d_model, num_heads
+        self.norm = nn.LayerNorm(d_model)
+        self.conv = CausalConv(d_model, conv_kernel) if conv_kernel else None
+        self.cell = SLSTMCell(d_model, d_model, num_heads=num_heads)
+        self.head_norm = nn.GroupNorm(num_heads, d_model)
+        self.ff_norm = nn.LayerNorm(d_model)
+        self.ff_width = math.ceil(ff_factor * d_model)
+        self.ff_up = nn.Linear(d_model, 2 * self.ff_width)
+        self.ff_down = nn.Linear(self.ff_width, d_model)
+
+    def _ff(self, x):  # (..., D) -> (..., D)
+        gate, up = self.ff_up(self.ff_norm(x)).chunk(2, dim=-1)  # (..., ff_width) each
+        return x + self.ff_down(F.gelu(gate) * up)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_sequence(x, self.d_model, "x")
+        u = self.norm(x)
+        gate_input = F.silu(self.conv(u)) if self.conv is not None else u
+        h, _ = slstm_sequence(self.cell, u, gate_input=gate_input)  # (B, T, D)
+        return self._ff(x + _head_norm(self.head_norm, h))
+
+    def initial_state(self, batch_size: int, **tensor_kw) -> tuple[torch.Tensor, ...]:
+        kernel = self.conv.kernel if self.conv is not None else 1
+        buffer = torch.zeros(batch_size, kernel - 1, self.d_model, **tensor_kw)
+        return (buffer, *self.cell.initial_state(batch_size, **tensor_kw))
+
+    def step(self, x_t: torch.Tensor, state: tuple[torch.Tensor, ...] | None = None):
+        """One token: ``x_t (B, D)`` -> ``(y_t (B, D), state)``; equals :meth:`forward` position by position."""
+        buffer, *cell_state = _start(self, x_t, state)
+        u = self.norm(x_t)
+        gate_input = u
+        if self.conv is not None:
+            gate_input, buffer = self.conv.step(u, buffer)
+            gate_input = F.silu(gate_input)
+        h, cell_state = slstm_sequence(self.cell, u[:, None], tuple(cell_state), gate_input[:, None])
+        return self._ff(x_t + _head_norm(self.head_norm, h[:, 0])), (buffer, *cell_state)
+
+
+class XLSTMStack(nn.Module):
+    """Residual xLSTM blocks in a ``layout`` of ``"m"`` (:class:`MLSTMBlock`) and ``"s"`` (:class:`SLSTMBlock`),
+    then a final LayerNorm: ``"msms"`` is the paper's xLSTM[1:1] with four blocks, ``"mmms"`` xLSTM[3:1].
+
+    ``forward(x (B, T, D)) -> (B, T, D)``; :meth:`step` ``(B, D) -> (B, D)`` with one state per block.
+    Keyword arguments ``proj_factor, conv_kernel`` go to the mLSTM blocks, ``ff_factor`` to the sLSTM blocks.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, layout: str = "msms", **kw):
+        super().__init__()
+        if not isinstance(layout, str) or not layout or set(layout) - {"m", "s"}:
+            raise ValueError(f"layout must be a non-empty string of 'm' and 's', got {layout!r}")
+        self.layout, self.d_model = layout, d_model
+        self.blocks = nn.ModuleList(
+            MLSTMBlock(d_model, num_heads, **{k: v for k, v in kw.items() if k != "ff_factor"})
+            if kind == "m"
+            else SLSTMBlock(d_model, num_heads, **{k: v for k, v in kw.items() if k != "proj_factor"})
+            for kind in layout
+        )
+        self.norm = nn.LayerNorm(d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_sequence(x, self.d_model, "x")
+        for block in self.blocks:
+            x = block(x)  # (B, T, D)
+        return self.norm(x)
+
+    def step(self, x_t: torch.Tensor, states: list | None = None):
+        """One token: ``x_t (B, D)`` -> ``(y_t (B, D), states)``, one state per block."""
+        states = states if states is not None else [None] * len(self.blocks)
+        new_states = []
+        for block, state in zip(self.blocks, states, strict=True):
+            x_t, state = block.step(x_t, state)  # (B, D)
+            new_states.append(state)
+        return self.norm(x_t), new_states
