@@ -1,7 +1,14 @@
 """Unit 10: the Reformer (Kitaev et al. 2020, "Reformer: The Efficient Transformer") and its tricks.
 
 - :func:`lsh_buckets`, :func:`lsh_attention`, :func:`top_key_recall`: hashing by random rotations and
-  attention restricted to a bucket. Shapes ``q, k (B, H, T, d_k)``, ``v (B, H, T, d_v)``.
+  attention restricted to a bucket, stated with a dense ``(T, T)`` mask. Shapes ``q, k (B, H, T, d_k)``,
+  ``v (B, H, T, d_v)``;
+- :func:`lsh_attention_chunked`: the same idea as the Reformer computes it, positions sorted by bucket
+  and cut into chunks, each chunk attending to itself and the chunk before: memory ``O(T · chunk_size)``;
+- :func:`chunked_feed_forward`: a position-wise module applied a chunk of positions at a time, so its
+  wide hidden activation exists for one chunk only.
+
+The reversible residual layers the Reformer also uses are in :mod:`course_utils.reversible`.
 """
 
 from __future__ import annotations
@@ -9,6 +16,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from .attention import causal_mask, masked_softmax
 from .fast_attention import check_qkv
@@ -33,12 +41,16 @@ def lsh_buckets(x: torch.Tensor, n_buckets: int, generator: torch.Generator | No
     return torch.cat([projected, -projected], dim=-1).argmax(dim=-1)  # (B, H, T)
 
 
-def _same_bucket(q, k, n_buckets, n_rounds, generator) -> torch.Tensor:
-    """``(B, H, T_q, T_k)`` bool: query and key share a bucket in at least one of ``n_rounds`` hashings."""
+def _check_rounds(n_rounds, generator) -> None:
     if not isinstance(n_rounds, int) or n_rounds < 1:
         raise ValueError(f"n_rounds must be a positive int, got {n_rounds!r}")
     if not isinstance(generator, torch.Generator):
         raise ValueError("pass a torch.Generator: queries and keys must be hashed with the same rotation")
+
+
+def _same_bucket(q, k, n_buckets, n_rounds, generator) -> torch.Tensor:
+    """``(B, H, T_q, T_k)`` bool: query and key share a bucket in at least one of ``n_rounds`` hashings."""
+    _check_rounds(n_rounds, generator)
     together = torch.zeros(*q.shape[:3], k.shape[2], dtype=torch.bool, device=q.device)  # (B, H, T_q, T_k)
     for _ in range(n_rounds):
         state = generator.get_state()
@@ -85,6 +97,110 @@ def lsh_attention(
         allowed = _mask_self(allowed)  # (B, H, T, T)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
     return masked_softmax(scores, allowed) @ v  # (B, H, T, d_v)
+
+
+# --------------------------------------------------------------------------- sort and chunk
+
+
+def _chunks(x: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """``(B, H, T, ...)`` in sorted order -> ``(B, H, T / C, C, ...)``: consecutive chunks of ``C`` positions."""
+    return x.reshape(*x.shape[:2], x.shape[2] // chunk_size, chunk_size, *x.shape[3:])
+
+
+def _look_back(chunks: torch.Tensor) -> torch.Tensor:
+    """``(B, H, n_c, C, ...)`` -> ``(B, H, n_c, 2C, ...)``: each chunk preceded by the chunk before it.
+
+    Chunk 0 gets the last chunk in front (a roll); callers mask those ``C`` slots out.
+    """
+    return torch.cat([chunks.roll(1, dims=2), chunks], dim=3)
+
+
+def lsh_attention_chunked(
+    qk: torch.Tensor,
+    v: torch.Tensor,
+    n_buckets: int,
+    chunk_size: int,
+    generator: torch.Generator,
+    n_rounds: int = 1,
+    causal: bool = True,
+) -> torch.Tensor:
+    """The Reformer's shared-QK LSH attention by sorting and chunking: ``(B, H, T, d_v)``, no ``(T, T)`` tensor.
+
+    ``qk (B, H, T, d_k)`` serves as the queries; the keys are ``qk`` normalised to unit length, so a query
+    ``q_t`` scores ``q_t · q̂_s / √d_k``. ``v (B, H, T, d_v)``. In each of ``n_rounds`` hashings
+    (:func:`lsh_buckets`, one rotation per round drawn from ``generator``) the positions are sorted by
+    (bucket, position) and cut into chunks of ``chunk_size`` (which must divide ``T``). Query ``t`` may
+    see key ``s`` in that round when ``s`` lies in ``t``'s chunk or the chunk before it, in the same
+    bucket, and ``s ≤ t`` if ``causal``. Its own position is allowed only when no other key is allowed
+    for it in any round (its score ``|q_t|`` would otherwise dominate). The result is softmax attention
+    over the union of the rounds' sets: a key that several rounds find has its score lowered by the log
+    of that count in each, and the rounds' outputs are combined with weights ``softmax_r(lse_r)`` of
+    their log-sum-exps. Memory ``O(n_rounds · T · chunk_size)``.
+    """
+    check_qkv(qk, qk, v, same_length=True)
+    _check_rounds(n_rounds, generator)
+    batch, heads, seq_len, d_k = qk.shape
+    if not isinstance(chunk_size, int) or chunk_size < 1 or seq_len % chunk_size:
+        raise ValueError(f"chunk_size must be a positive int dividing T = {seq_len}, got {chunk_size!r}")
+    keys = F.normalize(qk, dim=-1)  # (B, H, T, d_k)
+    positions = torch.arange(seq_len, device=qk.device).expand(batch, heads, seq_len)  # (B, H, T)
+    rounds = []  # per round: order, rank, bucket and chunk index of each position, each (B, H, T)
+    for _ in range(n_rounds):
+        buckets = lsh_buckets(qk, n_buckets, generator)  # (B, H, T)
+        order = (buckets * seq_len + positions).argsort(dim=-1)  # (B, H, T): sorted index -> position
+        rank = torch.empty_like(order).scatter_(-1, order, positions)  # (B, H, T): position -> sorted index
+        rounds.append((order, rank, buckets, torch.div(rank, chunk_size, rounding_mode="floor")))
+    n_chunks = seq_len // chunk_size
+    first = torch.zeros(n_chunks, 1, 2 * chunk_size, dtype=torch.bool, device=qk.device)  # (n_c, 1, 2C)
+    first[0, :, :chunk_size] = True  # chunk 0 has no chunk before it
+
+    def window(order):
+        # positions of queries (B, H, n_c, C) and of the keys they may look at (B, H, n_c, 2C)
+        q_pos = _chunks(order, chunk_size)
+        return q_pos, _look_back(q_pos)
+
+    def visible(q_pos, k_pos, buckets, chunk_of):
+        # (B, H, n_c, C, 2C): key k_pos in query q_pos's window of a round, same bucket, causal, not itself
+        def at(x, pos):
+            return x.gather(-1, pos.flatten(2)).view(pos.shape)
+
+        q_chunk, k_chunk = (
+            at(chunk_of, q_pos)[..., :, None],
+            at(chunk_of, k_pos)[..., None, :],
+        )  # (.., C, 1), (.., 1, 2C)
+        seen = (k_chunk == q_chunk) | (k_chunk == q_chunk - 1)  # (B, H, n_c, C, 2C): own chunk or the one before
+        seen &= at(buckets, q_pos)[..., :, None] == at(buckets, k_pos)[..., None, :]
+        if causal:
+            seen &= k_pos[..., None, :] <= q_pos[..., :, None]
+        return seen & (k_pos[..., None, :] != q_pos[..., :, None])
+
+    has_other = torch.zeros(batch, heads, seq_len, dtype=torch.bool, device=qk.device)  # (B, H, T)
+    for order, _, buckets, chunk_of in rounds:
+        q_pos, k_pos = window(order)
+        seen = visible(q_pos, k_pos, buckets, chunk_of) & ~first  # (B, H, n_c, C, 2C)
+        has_other |= torch.zeros_like(has_other).scatter_(-1, order, seen.any(dim=-1).flatten(2))
+    outputs, lses = [], []
+    for order, rank, buckets, chunk_of in rounds:
+        q_pos, k_pos = window(order)
+        itself = (k_pos[..., None, :] == q_pos[..., :, None]) & ~first  # (B, H, n_c, C, 2C)
+        alone = itself & ~has_other.gather(-1, order).view(q_pos.shape)[..., None]  # (B, H, n_c, C, 2C)
+        allowed = (visible(q_pos, k_pos, buckets, chunk_of) & ~first) | alone  # (B, H, n_c, C, 2C)
+        q_sorted = _chunks(qk.gather(2, order[..., None].expand(-1, -1, -1, d_k)), chunk_size)  # (B, H, n_c, C, d_k)
+        k_window = _look_back(_chunks(keys.gather(2, order[..., None].expand(-1, -1, -1, d_k)), chunk_size))
+        v_window = _look_back(_chunks(v.gather(2, order[..., None].expand(-1, -1, -1, v.shape[-1])), chunk_size))
+        scores = q_sorted @ k_window.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, n_c, C, 2C)
+        if n_rounds > 1:  # a pair found by n rounds counts once: its score lowered by log n in each round
+            count = alone.to(qk.dtype) * n_rounds  # itself, when alone, is found in every round
+            for _, _, other_buckets, other_chunk_of in rounds:
+                count += visible(q_pos, k_pos, other_buckets, other_chunk_of).to(qk.dtype)
+            scores = scores - count.clamp(min=1).log()
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        lse = scores.logsumexp(dim=-1, keepdim=True)  # (B, H, n_c, C, 1): -inf where this round finds nothing
+        out = (scores - lse.masked_fill(lse == float("-inf"), 0.0)).exp() @ v_window  # (B, H, n_c, C, d_v)
+        outputs.append(out.flatten(2, 3).gather(2, rank[..., None].expand(-1, -1, -1, v.shape[-1])))  # (B, H, T, d_v)
+        lses.append(lse.flatten(2).gather(-1, rank))  # (B, H, T)
+    weights = torch.stack(lses).softmax(dim=0)  # (n_rounds, B, H, T)
+    return (weights[..., None] * torch.stack(outputs)).sum(dim=0)  # (B, H, T, d_v)
 
 
 def top_key_recall(

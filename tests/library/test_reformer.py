@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from course_utils.fast_attention import naive_attention
-from course_utils.reformer import lsh_attention, lsh_buckets, top_key_recall
+from course_utils.memory import PeakMemory
+from course_utils.reformer import lsh_attention, lsh_attention_chunked, lsh_buckets, top_key_recall
 
 
 def test_lsh_buckets_are_argmax_of_random_rotation():
@@ -91,3 +92,79 @@ def test_lsh_attention_mask_self_uses_own_position_only_when_alone():
     assert (plain - masked).abs().max() > 1e-3
     with pytest.raises(ValueError, match="as many queries as keys"):
         lsh_attention(q, q[:, :, :5], v[:, :, :5], 8, torch.Generator().manual_seed(0), causal=False, mask_self=True)
+
+
+def dense_chunked_rule(qk, v, n_buckets, chunk_size, seed, n_rounds, causal):
+    """The rule of lsh_attention_chunked built pair by pair with Python sorting, then one dense softmax."""
+    batch, heads, seq_len, d_k = qk.shape
+    generator = torch.Generator().manual_seed(seed)
+    rounds = [lsh_buckets(qk, n_buckets, generator) for _ in range(n_rounds)]  # each (B, H, T)
+    out = torch.zeros(*qk.shape[:3], v.shape[-1], dtype=qk.dtype)
+    keys = qk / qk.norm(dim=-1, keepdim=True)
+    for b in range(batch):
+        for h in range(heads):
+            found = [set() for _ in range(seq_len)]
+            for buckets in rounds:
+                order = sorted(range(seq_len), key=lambda t: (int(buckets[b, h, t]), t))
+                chunk = {t: i // chunk_size for i, t in enumerate(order)}
+                for t in range(seq_len):
+                    for s in range(seq_len):
+                        near = chunk[t] - chunk[s] in (0, 1)
+                        if near and buckets[b, h, s] == buckets[b, h, t] and (s <= t or not causal) and s != t:
+                            found[t].add(s)
+            for t in range(seq_len):
+                union = sorted(found[t]) or [t]  # itself only when no round found another key
+                weights = torch.softmax(qk[b, h, t] @ keys[b, h, union].T / math.sqrt(d_k), dim=0)
+                out[b, h, t] = weights @ v[b, h, union]
+    return out
+
+
+def test_lsh_attention_chunked_equals_its_dense_rule():
+    gen = torch.Generator().manual_seed(4)
+    qk = torch.randn(2, 2, 32, 6, generator=gen, dtype=torch.float64)
+    v = torch.randn(2, 2, 32, 3, generator=gen, dtype=torch.float64)
+    for n_buckets, chunk_size, n_rounds, causal in (
+        (4, 4, 1, True),
+        (4, 4, 3, True),
+        (8, 8, 2, False),
+        (2, 32, 2, True),
+    ):
+        out = lsh_attention_chunked(qk, v, n_buckets, chunk_size, torch.Generator().manual_seed(9), n_rounds, causal)
+        reference = dense_chunked_rule(qk, v, n_buckets, chunk_size, 9, n_rounds, causal)
+        torch.testing.assert_close(out, reference, rtol=0, atol=1e-12)
+
+
+def test_lsh_attention_chunked_with_one_chunk_is_lsh_attention_with_self_mask():
+    # a single chunk holds every bucket whole: the rule is the dense lsh_attention's, keys = normalised queries
+    gen = torch.Generator().manual_seed(5)
+    qk = torch.randn(1, 3, 48, 8, generator=gen, dtype=torch.float64)
+    v = torch.randn(1, 3, 48, 4, generator=gen, dtype=torch.float64)
+    for n_rounds in (1, 2):
+        chunked = lsh_attention_chunked(qk, v, 4, 48, torch.Generator().manual_seed(2), n_rounds)
+        keys = qk / qk.norm(dim=-1, keepdim=True)
+        dense = lsh_attention(qk, keys, v, 4, torch.Generator().manual_seed(2), n_rounds, mask_self=True)
+        torch.testing.assert_close(chunked, dense, rtol=0, atol=1e-12)
+
+
+def test_lsh_attention_chunked_memory_is_linear_in_t_and_gradients_flow():
+    def peak(seq_len, n_rounds=1, fn=lsh_attention_chunked):
+        qk = torch.randn(1, 2, seq_len, 16, generator=torch.Generator().manual_seed(0))
+        with PeakMemory() as memory:
+            if fn is naive_attention:
+                fn(qk, qk, qk[..., :8])
+            else:
+                fn(qk, qk[..., :8], 8, 32, torch.Generator().manual_seed(0), n_rounds=n_rounds)
+        return memory.peak
+
+    for n_rounds in (1, 2):  # O(T · chunk_size); a (T, T) tensor would make it 4
+        assert 1.8 < peak(1024, n_rounds) / peak(512, n_rounds) < 2.2
+    assert 3.6 < peak(1024, fn=naive_attention) / peak(512, fn=naive_attention) < 4.4
+    assert peak(1024, 2) < peak(1024, fn=naive_attention) / 4
+    qk = torch.randn(1, 2, 64, 8, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(1, 2, 64, 4, dtype=torch.float64, requires_grad=True)
+    lsh_attention_chunked(qk, v, 8, 8, torch.Generator().manual_seed(1), n_rounds=2).square().sum().backward()
+    assert qk.grad.isfinite().all() and v.grad.isfinite().all() and v.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="chunk_size"):
+        lsh_attention_chunked(qk, v, 8, 7, torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="n_rounds"):
+        lsh_attention_chunked(qk, v, 8, 8, torch.Generator().manual_seed(1), n_rounds=0)
