@@ -225,6 +225,23 @@ def _check_heads(width: int, num_heads: int, name: str) -> None:
         raise ValueError(f"num_heads must be a positive int dividing {name}={width}, got {num_heads!r}")
 
 
+class BlockDiagonalLinear(nn.Module):
+    """``x (..., width) -> (..., width)``, weight block-diagonal with ``width / block`` blocks of ``block × block``
+    (the xLSTM code's projections to ``q, k, v``, block 4), plus a bias: ``width · block + width`` parameters."""
+
+    def __init__(self, width: int, block: int):
+        super().__init__()
+        if not isinstance(block, int) or block < 1 or width % block:
+            raise ValueError(f"qkv_blocksize must be a positive int dividing the inner width {width}, got {block!r}")
+        self.block = block
+        self.weight = nn.Parameter(torch.empty(width // block, block, block).uniform_(-(block**-0.5), block**-0.5))
+        self.bias = nn.Parameter(torch.zeros(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        blocks = x.unflatten(-1, (-1, self.block))  # (..., width / block, block)
+        return torch.einsum("aij,...aj->...ai", self.weight, blocks).flatten(-2) + self.bias  # (..., width)
+
+
 class CausalConv(nn.Module):
     """Depthwise causal convolution over time: ``forward(x (B, T, C)) -> (B, T, C)``, output ``t`` reads
     inputs ``t - kernel + 1 .. t``; :meth:`step` does one position from a buffer of the last ``kernel - 1``."""
@@ -259,14 +276,17 @@ class MLSTMBlock(nn.Module):
     """The xLSTM paper's mLSTM block (pre-up-projection): ``x + down(mLSTM(...) ⊙ swish(z))``.
 
     ``LN(x)`` is projected up to two branches of width ``inner = proj_factor * d_model``: ``x_m`` and the
-    output gate's ``z``. ``x_c = swish(causal_conv(x_m))`` feeds ``q, k``; ``v`` comes from ``x_m``; the
+    output gate's ``z``. ``x_c = swish(causal_conv(x_m))`` feeds ``q, k``; ``v`` comes from ``x_m`` (each through
+    a :class:`BlockDiagonalLinear` with blocks of ``qkv_blocksize``; ``inner``: a dense matrix); the
     gates ``ĩ, f̃`` (one per head) from ``[q, k, v]``. The multi-head mLSTM's output is group-normed per
     head, plus a learnable skip ``s ⊙ x_c``, gated by ``swish(z)``, projected down, added to ``x``.
     ``forward(x (B, T, D)) -> (B, T, D)`` with :func:`mlstm_parallel`; :meth:`step` ``(B, D) -> (B, D)``
     with :func:`mlstm_recurrent`, carrying ``(conv buffer (B, K-1, inner), C (B, H, d_h, d_h), n, m)``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, proj_factor: float = 2, conv_kernel: int = 4):
+    def __init__(
+        self, d_model: int, num_heads: int, proj_factor: float = 2, conv_kernel: int = 4, qkv_blocksize: int = 4
+    ):
         super().__init__()
         inner = int(round(proj_factor * d_model))
         _check_heads(inner, num_heads, "proj_factor * d_model")
@@ -274,7 +294,7 @@ class MLSTMBlock(nn.Module):
         self.norm = nn.LayerNorm(d_model)
         self.up = nn.Linear(d_model, 2 * inner)
         self.conv = CausalConv(inner, conv_kernel)
-        self.q, self.k, self.v = nn.Linear(inner, inner), nn.Linear(inner, inner), nn.Linear(inner, inner)
+        self.q, self.k, self.v = (BlockDiagonalLinear(inner, qkv_blocksize) for _ in range(3))
         self.gates = nn.Linear(3 * inner, 2 * num_heads)  # ĩ, f̃ per head
         with torch.no_grad():  # as the paper's code: forget gates start open (bias 3..6), input gates near 0
             self.gates.bias[:num_heads].normal_(0.0, 0.1)
@@ -380,7 +400,7 @@ class XLSTMStack(nn.Module):
     then a final LayerNorm: ``"msms"`` is the paper's xLSTM[1:1] with four blocks, ``"mmms"`` xLSTM[3:1].
 
     ``forward(x (B, T, D)) -> (B, T, D)``; :meth:`step` ``(B, D) -> (B, D)`` with one state per block.
-    Keyword arguments ``proj_factor, conv_kernel`` go to the mLSTM blocks, ``ff_factor`` to the sLSTM blocks.
+    Keywords: ``conv_kernel`` goes to both blocks, ``proj_factor, qkv_blocksize`` to mLSTM, ``ff_factor`` to sLSTM.
     """
 
     def __init__(self, d_model: int, num_heads: int, layout: str = "msms", **kw):
@@ -391,7 +411,9 @@ class XLSTMStack(nn.Module):
         self.blocks = nn.ModuleList(
             MLSTMBlock(d_model, num_heads, **{k: v for k, v in kw.items() if k != "ff_factor"})
             if kind == "m"
-            else SLSTMBlock(d_model, num_heads, **{k: v for k, v in kw.items() if k != "proj_factor"})
+            else SLSTMBlock(
+                d_model, num_heads, **{k: v for k, v in kw.items() if k not in ("proj_factor", "qkv_blocksize")}
+            )
             for kind in layout
         )
         self.norm = nn.LayerNorm(d_model)

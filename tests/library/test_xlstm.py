@@ -212,7 +212,8 @@ BLOCKS = {
     "slstm": lambda: xl.SLSTMBlock(8, 2),
     "slstm without conv": lambda: xl.SLSTMBlock(8, 4, conv_kernel=0),
     "stack 1:1": lambda: xl.XLSTMStack(8, 2, "msms"),
-    "stack 3:1": lambda: xl.XLSTMStack(8, 2, "mmms", conv_kernel=3, proj_factor=1),
+    "stack 3:1": lambda: xl.XLSTMStack(8, 2, "mmms", conv_kernel=3, proj_factor=1, qkv_blocksize=2, ff_factor=2),
+    "mlstm, dense qkv": lambda: xl.MLSTMBlock(8, 2, qkv_blocksize=16),
 }
 
 
@@ -237,6 +238,13 @@ def test_block_is_causal(name):
     assert (grad[:, 5:] == 0).all() and (grad[:, :5].abs().sum(-1) > 0).all()
 
 
+def test_block_diagonal_linear_equals_a_dense_block_matrix():
+    layer = randomised(xl.BlockDiagonalLinear(12, 4), seed=7)
+    x = torch.randn(3, 5, 12, dtype=torch.float64)
+    torch.testing.assert_close(layer(x), x @ torch.block_diag(*layer.weight).T + layer.bias, **F64)
+    assert sum(p.numel() for p in layer.parameters()) == 12 * 4 + 12
+
+
 def test_causal_conv_step_equals_forward():
     conv = randomised(xl.CausalConv(5, 3), seed=6)
     x = torch.randn(2, 8, 5, dtype=torch.float64)
@@ -255,7 +263,7 @@ def test_parameter_counts():
         2 * d  # LayerNorm
         + d * 2 * inner + 2 * inner  # up-projection to x_m and z
         + inner * kernel + inner  # depthwise causal conv
-        + 3 * (inner * inner + inner)  # q, k, v
+        + 3 * (inner * 4 + inner)  # q, k, v: block-diagonal, blocks of 4 x 4
         + 3 * inner * 2 * h + 2 * h  # input and forget gate per head, from [q, k, v]
         + 2 * inner + inner  # group norm, learnable skip
         + inner * d + d  # down-projection
@@ -283,6 +291,8 @@ def test_blocks_reject_bad_input():
         xl.SLSTMBlock(8, 3)
     with pytest.raises(ValueError, match="conv_kernel"):
         xl.MLSTMBlock(8, 2, conv_kernel=0)
+    with pytest.raises(ValueError, match="qkv_blocksize"):
+        xl.MLSTMBlock(8, 2, qkv_blocksize=3)
     with pytest.raises(ValueError, match="layout"):
         xl.XLSTMStack(8, 2, "mxs")
     for block in (xl.MLSTMBlock(8, 2), xl.SLSTMBlock(8, 2), xl.XLSTMStack(8, 2, "ms")):
