@@ -227,3 +227,34 @@ def top_key_recall(
     best = (q @ k.transpose(-2, -1)).topk(top, dim=-1).indices  # (B, H, T_q, top)
     together = _same_bucket(q, k, n_buckets, n_rounds, generator)  # (B, H, T_q, T_k)
     return together.gather(-1, best).float().mean().item()
+
+
+# --------------------------------------------------------------------------- chunked feed-forward
+
+
+def chunked_feed_forward(ff, x: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """``ff`` applied to ``x (B, T, D)`` a chunk of ``chunk_size`` positions at a time -> ``(B, T, D_out)``.
+
+    ``ff`` must be position-wise (a module mapping ``(B, c, D) -> (B, c, D_out)`` that mixes no positions,
+    such as a transformer's feed-forward), so the result equals ``ff(x)`` up to rounding. A feed-forward's
+    hidden activation ``(B, c, 4D)`` then exists for one chunk at a time: without autograd the peak memory
+    holds the output and one chunk's hidden, not ``(B, T, 4D)``. Under autograd every chunk's hidden is
+    saved for the backward pass, so the saving needs the forward recomputed in the backward as well
+    (checkpointing, or the reversible layers of :mod:`course_utils.reversible`).
+    """
+    if not callable(ff):
+        raise ValueError(f"ff must be a callable module (B, c, D) -> (B, c, D_out), got {type(ff).__name__}")
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or not x.is_floating_point():
+        raise ValueError(f"x must be a 3-D floating tensor (B, T, D), got {getattr(x, 'shape', x)!r}")
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    batch, seq_len, _ = x.shape
+    out = None
+    for start in range(0, seq_len, chunk_size):
+        y = ff(x[:, start : start + chunk_size])  # (B, c, D_out)
+        if y.dim() != 3 or y.shape[:2] != x[:, start : start + chunk_size].shape[:2]:
+            raise ValueError(f"ff must keep (B, c) of its input (B, c, D); it returned {tuple(y.shape)}")
+        if out is None:
+            out = y.new_empty(batch, seq_len, y.shape[-1])  # (B, T, D_out)
+        out[:, start : start + chunk_size] = y
+    return out

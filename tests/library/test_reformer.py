@@ -7,7 +7,13 @@ import torch
 
 from course_utils.fast_attention import naive_attention
 from course_utils.memory import PeakMemory
-from course_utils.reformer import lsh_attention, lsh_attention_chunked, lsh_buckets, top_key_recall
+from course_utils.reformer import (
+    chunked_feed_forward,
+    lsh_attention,
+    lsh_attention_chunked,
+    lsh_buckets,
+    top_key_recall,
+)
 
 
 def test_lsh_buckets_are_argmax_of_random_rotation():
@@ -168,3 +174,30 @@ def test_lsh_attention_chunked_memory_is_linear_in_t_and_gradients_flow():
         lsh_attention_chunked(qk, v, 8, 7, torch.Generator().manual_seed(1))
     with pytest.raises(ValueError, match="n_rounds"):
         lsh_attention_chunked(qk, v, 8, 8, torch.Generator().manual_seed(1), n_rounds=0)
+
+
+def test_chunked_feed_forward_equals_ff_and_bounds_the_hidden():
+    torch.manual_seed(0)
+    ff = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.Linear(64, 16)).double()
+    x = torch.randn(2, 100, 16, dtype=torch.float64)
+    for chunk_size in (1, 7, 32, 100, 500):
+        torch.testing.assert_close(chunked_feed_forward(ff, x, chunk_size), ff(x), rtol=0, atol=1e-12)
+
+    def peak(fn):
+        with torch.no_grad(), PeakMemory() as memory:
+            fn(x32 * 1)  # the input made inside the block, so that both counts include it
+        return memory.peak
+
+    ff32, x32 = ff.float(), torch.randn(2, 1024, 16)
+    full, chunked = peak(ff32), peak(lambda x: chunked_feed_forward(ff32, x, 64))
+    data = 2 * 1024 * 16 * 4  # input or output, (B, T, D) float32
+    hidden = 2 * 1024 * 64 * 4  # (B, T, 4D) float32
+    assert full >= data + 2 * hidden  # the input and the hidden before and after the GELU, all T positions
+    assert chunked <= 2 * data + 4 * hidden * 64 // 1024  # input, output and a few chunk-sized tensors
+    assert chunked < full / 2
+    with pytest.raises(ValueError, match="chunk_size"):
+        chunked_feed_forward(ff, x, 0)
+    with pytest.raises(ValueError, match="keep"):
+        chunked_feed_forward(lambda c: c.sum(1), x, 10)
+    with pytest.raises(ValueError, match="3-D"):
+        chunked_feed_forward(ff, x[0], 10)
