@@ -10,15 +10,27 @@ One layer's token mixing for ``B`` sequences of ``T`` tokens, ``H`` heads of wid
 - ``tiled``      the course's ``tiled_attention`` with the online softmax (blocks of 128)
 - ``lin-rec``    linear attention, recurrent form (a Python loop over ``T``)
 - ``lin-chunk``  linear attention, chunkwise form (chunks of 64)
+- ``delta-chunk`` DeltaNet's delta rule, chunkwise (``course_utils.linear_attention.deltanet_chunkwise``, chunks of
+                 64, unit-norm keys, ``β`` in (0, 1)); it decodes with one delta-rule step on a ``d × d`` state
 - ``scan-seq``   Mamba's selective scan over ``D = H * d_head`` channels with ``N = 16`` states, step by step
                  (``course_utils.ssm.selective_scan_sequential``)
 - ``scan-par``   the same with the associative scan (``selective_scan_parallel``): ``log2 T`` steps over all
                  ``(B, T, D, N)`` states, ``O(T log T)`` work; it pays on a GPU, not on a CPU
 
-Two measurements per length ``T``:
+Training needs the backward pass too. Three more methods time one forward **and backward** pass (the
+gradients with respect to ``q, k, v`` for a given gradient of the output), each in its own two tables:
+
+- ``naive-bwd``  autograd through ``naive_attention``: it saves the ``(T, T)`` weights for the backward
+- ``sdpa-bwd``   autograd through ``F.scaled_dot_product_attention`` (FlashAttention's kernels on a recent GPU)
+- ``tiled-bwd``  the course's ``flash_attention`` (``course_utils.fast_attention.TiledAttention``, blocks of
+                 128): the tiled forward saves only the output and its log-sum-exp, and the backward
+                 recomputes each tile of the weights from them
+
+Two measurements per length ``T`` (the second for the forward methods only):
 
 1. **forward**: one causal pass over ``T`` tokens (the fastest of ``--repeats`` runs: the one least slowed
-   by other work on the machine), and its peak memory beyond the inputs. On CUDA the peak is
+   by other work on the machine), and its peak memory beyond the inputs; for the ``-bwd`` methods one forward
+   and backward pass, whose peak includes what autograd saves and the three gradients. On CUDA the peak is
    ``torch.cuda.max_memory_allocated``. On a CPU there is no allocator counter, so the peak is the process's
    resident-set high-water mark (``VmHWM``), reset before each pass through ``/proc/self/clear_refs``; glibc
    is first told (``mallopt``) to serve every block of 64 KiB or more by ``mmap``, so that freed tensors
@@ -28,9 +40,9 @@ Two measurements per length ``T``:
    warm-up pass; a 64 MiB tensor checks the method in each process (printed).
 2. **per generated token**: the time to mix one new token into a context of ``T`` tokens, and the memory held
    between tokens: the key-value cache ``2 B H T d_head`` numbers for the softmax methods, the fixed state
-   (``S`` and ``z`` per head; the scan's ``h (B, D, N)``) for the recurrent ones. These sizes are computed
-   from the tensors' shapes, not measured. The two linear forms decode alike (one recurrent step), and so do
-   the two scans.
+   (``S`` and ``z`` per head; the delta rule's ``S``; the scan's ``h (B, D, N)``) for the recurrent ones.
+   These sizes are computed from the tensors' shapes, not measured. The two linear forms decode alike (one
+   recurrent step), and so do the two scans.
 
 A method leaves the table once its next length is predicted (from its growth so far) to take more than
 ``--budget`` seconds per pass or more than ``--max-memory`` GiB; the output says where each stopped. Last,
@@ -55,11 +67,13 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.notebook_times import cpu_model
-from course_utils.fast_attention import naive_attention, tiled_attention
-from course_utils.linear_attention import linear_attention_chunkwise, linear_attention_recurrent
+from course_utils.fast_attention import flash_attention, naive_attention, tiled_attention
+from course_utils.linear_attention import deltanet_chunkwise, linear_attention_chunkwise, linear_attention_recurrent
 from course_utils.ssm import selective_scan_parallel, selective_scan_sequential
 
-METHODS = ("naive", "sdpa", "tiled", "lin-rec", "lin-chunk", "scan-seq", "scan-par")
+FORWARD = ("naive", "sdpa", "tiled", "lin-rec", "lin-chunk", "delta-chunk", "scan-seq", "scan-par")
+BACKWARD = ("naive-bwd", "sdpa-bwd", "tiled-bwd")  # forward and backward pass (training)
+METHODS = FORWARD + BACKWARD
 STATE_N = 16  # selective-scan state size per channel
 MiB = 2**20
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,19 +142,58 @@ def inputs(method: str, seq_len: int, args, device) -> tuple:
         B, C = (torch.randn(args.batch, seq_len, STATE_N, generator=gen, device=device) for _ in range(2))  # (B, T, N)
         return u, delta, A, B, C
     shape = (args.batch, args.heads, seq_len, args.d_head)
-    return tuple(torch.randn(shape, generator=gen, device=device) for _ in range(3))  # (B, H, T, d_head) each
+    q, k, v = (torch.randn(shape, generator=gen, device=device) for _ in range(3))  # (B, H, T, d_head) each
+    if method == "delta-chunk":  # the delta rule is stable with unit-norm keys and 0 < beta < 1
+        beta = torch.rand(shape[:3], generator=gen, device=device)  # (B, H, T)
+        return q, F.normalize(k, dim=-1), v, beta
+    if method in BACKWARD:  # leaves that want gradients, and the gradient of the output
+        grad_out = torch.randn(shape, generator=gen, device=device)  # (B, H, T, d_head)
+        return q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), grad_out
+    return q, k, v
 
 
-def forward_fn(method: str, data: tuple) -> Callable[[], torch.Tensor]:
+def with_backward(attend: Callable[..., torch.Tensor], data: tuple) -> Callable[[], tuple]:
+    """A forward and a backward pass: the gradients ``(dq, dk, dv)`` of ``attend(q, k, v)`` for ``grad_out``."""
+    q, k, v, grad_out = data
+
+    def step():
+        with torch.enable_grad():
+            return torch.autograd.grad(attend(q, k, v), (q, k, v), grad_out)
+
+    return step
+
+
+def forward_fn(method: str, data: tuple) -> Callable[[], object]:
+    """One pass of ``method`` over ``data`` (from :func:`inputs`); for the ``-bwd`` methods, forward and backward."""
+    if method in BACKWARD:
+        return with_backward(
+            {
+                "naive-bwd": naive_attention,
+                "sdpa-bwd": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                "tiled-bwd": lambda q, k, v: flash_attention(q, k, v, block_size=128),
+            }[method],
+            data,
+        )
     return {
         "naive": lambda: naive_attention(*data),
         "sdpa": lambda: F.scaled_dot_product_attention(*data, is_causal=True),
         "tiled": lambda: tiled_attention(*data, block_size=128),
         "lin-rec": lambda: linear_attention_recurrent(*data),
         "lin-chunk": lambda: linear_attention_chunkwise(*data, chunk_size=64),
+        "delta-chunk": lambda: deltanet_chunkwise(*data, chunk_size=64),
         "scan-seq": lambda: selective_scan_sequential(*data),
         "scan-par": lambda: selective_scan_parallel(*data),
     }[method]
+
+
+def delta_rule_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, S: torch.Tensor) -> tuple:
+    """One DeltaNet decoding step: ``S ← S + β k (v − Sᵀk)ᵀ``, then ``o = Sᵀq``.
+
+    ``q, k (B, H, d_k)``, ``v (B, H, d_v)``, ``beta (B, H)``, ``S (B, H, d_k, d_v)`` -> ``o (B, H, d_v)``, new ``S``.
+    """
+    error = v - (k[..., None] * S).sum(dim=-2)  # (B, H, d_v): v - Sᵀk, what the state gets wrong about k
+    S = S + (beta[..., None] * k)[..., None] * error[..., None, :]  # (B, H, d_k, d_v)
+    return (q[..., None] * S).sum(dim=-2), S  # (B, H, d_v)
 
 
 def token_fn(method: str, seq_len: int, args, device) -> tuple[Callable[[], object], int]:
@@ -165,6 +218,11 @@ def token_fn(method: str, seq_len: int, args, device) -> tuple[Callable[[], obje
         q, k, v = randn(batch, heads, 1, d), randn(batch, heads, 1, d), randn(batch, heads, 1, d)
         held = sum(s.numel() * s.element_size() for s in state)
         return (lambda: linear_attention_recurrent(q, k, v, state=state, return_state=True)), held
+    if method == "delta-chunk":
+        S = randn(batch, heads, d, d)  # (B, H, d_k, d_v)
+        q, v = randn(batch, heads, d), randn(batch, heads, d)  # (B, H, d)
+        k, beta = F.normalize(randn(batch, heads, d), dim=-1), torch.rand(batch, heads, generator=gen, device=device)
+        return (lambda: delta_rule_step(q, k, v, beta, S)), S.numel() * S.element_size()
     channels = heads * d
     h = randn(batch, channels, STATE_N)  # (B, D, N)
     A = -torch.rand(channels, STATE_N, generator=gen, device=device)
@@ -234,8 +292,8 @@ def memory_child(args, method: str, lengths: list[int]) -> None:
 
 
 def measure_memory(args, device, lengths: dict[str, list[int]]) -> dict[str, dict[int, int]]:
-    """Peak bytes of one forward pass per method and length: in this process on CUDA, in one child process
-    per method on a CPU (``--memory-child``). Prints the method and its check."""
+    """Peak bytes of one pass (forward, or forward and backward) per method and length: in this process on
+    CUDA, in one child process per method on a CPU (``--memory-child``). Prints the method and its check."""
     result: dict[str, dict[int, int]] = {m: {} for m in args.methods}
     if device.type == "cuda":
         memory = PeakMemory(device)
@@ -283,7 +341,8 @@ def run(args) -> None:
         "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device.replace("auto", "cpu")
     )
     lengths = [2**i for i in range(int(math.log2(args.min_len)), int(math.log2(args.max_len)) + 1)]
-    nominal = {"naive": 2, "sdpa": 2, "tiled": 2, "lin-rec": 1, "lin-chunk": 1, "scan-seq": 1, "scan-par": 1}
+    nominal = {"naive": 2, "sdpa": 2, "tiled": 2, "lin-rec": 1, "lin-chunk": 1, "delta-chunk": 1, "scan-seq": 1}
+    nominal.update({"scan-par": 1, "naive-bwd": 2, "sdpa-bwd": 2, "tiled-bwd": 2})
     where = (
         torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU {platform.processor() or cpu_model()}"
     )
@@ -308,8 +367,8 @@ def run(args) -> None:
                 if guess > args.budget:
                     stopped[method] = f"stopped before T = {seq_len}: predicted {guess:.1f} s per pass"
                     break
-            if method == "naive":  # the scores, their softmax and the mask fill: ~3 (T, T) tensors per head
-                need = 3 * args.batch * args.heads * seq_len**2 * 4 / 2**30
+            if method in ("naive", "naive-bwd"):  # the scores, their softmax, the mask fill (and 2 gradients)
+                need = (3 if method == "naive" else 5) * args.batch * args.heads * seq_len**2 * 4 / 2**30
                 if need > args.max_memory:
                     stopped[method] = f"stopped before T = {seq_len}: ~{need:.1f} GiB of scores"
                     break
@@ -318,34 +377,45 @@ def run(args) -> None:
             fwd()  # warm-up
             first = timed(fwd, device, 1)
             fwd_time[method][seq_len] = first if first > args.budget / 3 else timed(fwd, device, args.repeats)
+            del data, fwd
+            if method in BACKWARD:
+                continue
             step, nbytes = token_fn(method, seq_len, args, device)
             step()
             tok_time[method][seq_len] = timed(step, device, args.repeats, min_seconds=0.05)
             held[method][seq_len] = nbytes
-            del data, fwd, step
+            del step
         print(f"  timed {method:9s} {stopped.get(method, 'all lengths')}", flush=True)
 
     fwd_mem = measure_memory(args, device, {m: sorted(fwd_time[m]) for m in args.methods})
 
-    def table(title: str, values: dict[str, dict[int, float]], fmt: Callable[[float], str], exponent: bool) -> None:
+    forward = [m for m in args.methods if m not in BACKWARD]
+    backward = [m for m in args.methods if m in BACKWARD]
+
+    def table(title: str, values: dict, fmt: Callable[[float], str], exponent: bool, methods: list[str]) -> None:
+        if not methods:
+            return
         print(f"\n{title}")
-        print("| T | " + " | ".join(args.methods) + " |")
-        print("|---:|" + "---:|" * len(args.methods))
+        print("| T | " + " | ".join(methods) + " |")
+        print("|---:|" + "---:|" * len(methods))
         for seq_len in lengths:
-            cells = [fmt(values[m][seq_len]) if seq_len in values[m] else "-" for m in args.methods]
+            cells = [fmt(values[m][seq_len]) if seq_len in values[m] else "-" for m in methods]
             if any(c != "-" for c in cells):
                 print(f"| {seq_len} | " + " | ".join(cells) + " |")
         if exponent:
             cells = []
-            for m in args.methods:
+            for m in methods:
                 points = sorted((t, y) for t, y in values[m].items() if t >= args.fit_from and y > 0)
                 cells.append(f"{slope(*zip(*points)):.2f}" if len(points) >= 2 else "-")
             print(f"| exponent (T >= {args.fit_from}) | " + " | ".join(cells) + " |")
 
-    table("forward pass, ms", fwd_time, lambda s: f"{1e3 * s:.3g}", True)
-    table("forward pass, peak MiB beyond the inputs", fwd_mem, lambda b: f"{b / MiB:.3g}", True)
-    table("one generated token, ms", tok_time, lambda s: f"{1e3 * s:.3g}", True)
-    table("held between generated tokens, MiB (from shapes)", held, lambda b: f"{b / MiB:.3g}", False)
+    ms, mib = (lambda s: f"{1e3 * s:.3g}"), (lambda b: f"{b / MiB:.3g}")
+    table("forward pass, ms", fwd_time, ms, True, forward)
+    table("forward pass, peak MiB beyond the inputs", fwd_mem, mib, True, forward)
+    table("one generated token, ms", tok_time, ms, True, forward)
+    table("held between generated tokens, MiB (from shapes)", held, mib, False, forward)
+    table("forward + backward pass (training), ms", fwd_time, ms, True, backward)
+    table("forward + backward pass (training), peak MiB beyond the inputs", fwd_mem, mib, True, backward)
     print()
     for method, why in stopped.items():
         print(f"{method}: {why}")
@@ -367,7 +437,7 @@ def main(argv: list[str] | None = None) -> None:
         "--max-memory",
         type=float,
         default=None,
-        help="GiB per pass before naive attention stops (CPU 4, CUDA half the GPU)",
+        help="GiB per pass before naive attention (and naive-bwd) stops (CPU 4, CUDA half the GPU)",
     )
     parser.add_argument("--fit-from", type=int, default=1024, help="smallest T in the exponent fit")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="default: all")
@@ -380,6 +450,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.min_len < 1 or args.max_len < args.min_len:
         parser.error("need 1 <= --min-len <= --max-len")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is available")
     cuda = args.device != "cpu" and torch.cuda.is_available()
     if args.budget is None:
         args.budget = 10.0 if cuda else 2.0
