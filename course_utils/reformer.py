@@ -188,15 +188,23 @@ def lsh_attention_chunked(
         q_sorted = _chunks(qk.gather(2, order[..., None].expand(-1, -1, -1, d_k)), chunk_size)  # (B, H, n_c, C, d_k)
         k_window = _look_back(_chunks(keys.gather(2, order[..., None].expand(-1, -1, -1, d_k)), chunk_size))
         v_window = _look_back(_chunks(v.gather(2, order[..., None].expand(-1, -1, -1, v.shape[-1])), chunk_size))
-        scores = q_sorted @ k_window.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, n_c, C, 2C)
+        scores = q_sorted @ k_window.transpose(-2, -1)  # (B, H, n_c, C, 2C)
+        scores.mul_(1 / math.sqrt(d_k))  # in place: the scores are the largest tensors here
         if n_rounds > 1:  # a pair found by n rounds counts once: its score lowered by log n in each round
-            count = alone.to(qk.dtype) * n_rounds  # itself, when alone, is found in every round
+            count = alone.to(torch.int16) * n_rounds  # itself, when alone, is found in every round
             for _, _, other_buckets, other_chunk_of in rounds:
-                count += visible(q_pos, k_pos, other_buckets, other_chunk_of).to(qk.dtype)
-            scores = scores - count.clamp(min=1).log()
-        scores = scores.masked_fill(~allowed, float("-inf"))
-        lse = scores.logsumexp(dim=-1, keepdim=True)  # (B, H, n_c, C, 1): -inf where this round finds nothing
-        out = (scores - lse.masked_fill(lse == float("-inf"), 0.0)).exp() @ v_window  # (B, H, n_c, C, d_v)
+                count += visible(q_pos, k_pos, other_buckets, other_chunk_of)
+            scores.sub_(count.clamp_(min=1).to(qk.dtype).log_())
+            del count
+        found = allowed.any(dim=-1, keepdim=True)  # (B, H, n_c, C, 1): False where this round finds nothing
+        scores.masked_fill_(~(allowed | ~found), float("-inf"))  # such rows stay finite; their weight is 0 below
+        top = scores.amax(dim=-1, keepdim=True)  # (B, H, n_c, C, 1)
+        weights = (scores - top).exp_()  # (B, H, n_c, C, 2C), unnormalised
+        del scores
+        total = weights.sum(dim=-1, keepdim=True)  # (B, H, n_c, C, 1)
+        out = (weights @ v_window) / total  # (B, H, n_c, C, d_v)
+        del weights
+        lse = (top + total.log()).masked_fill(~found, float("-inf"))  # (B, H, n_c, C, 1)
         outputs.append(out.flatten(2, 3).gather(2, rank[..., None].expand(-1, -1, -1, v.shape[-1])))  # (B, H, T, d_v)
         lses.append(lse.flatten(2).gather(-1, rank))  # (B, H, T)
     weights = torch.stack(lses).softmax(dim=0)  # (n_rounds, B, H, T)
