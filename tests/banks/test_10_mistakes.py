@@ -68,6 +68,19 @@ SCAN_BEFORE = "h_before = h_odd[:, : (seq_len - 1) // 2]  # (B, (T - 1) // 2, n)
 SCAN_REST = "h_rest = (A[:, 2::2] @ h_before[..., None])[..., 0] + b[:, 2::2]  # (B, (T - 1) // 2, n)"
 SCAN_EVEN = "h[:, 0::2] = torch.cat([b[:, :1], h_rest], dim=1)  # h_0 = b_0, then the even steps"
 
+DELTA_SIZE = "size = k_c.shape[2]"
+DELTA_SYSTEM = "system = (beta_c * (k_c @ k_c.transpose(-2, -1))).tril(-1)  # (B, H, C, C): beta_s k_s . k_j for j < s"
+DELTA_EYE = "system = system + torch.eye(size, dtype=q.dtype, device=q.device)  # A, unit lower triangular"
+DELTA_SOLVE = (
+    "solved = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)  # (B, H, C, d_k + d_v)"
+)
+DELTA_RHS = "rhs = beta_c * torch.cat([k_c, v_c], dim=-1)  # (B, H, C, d_k + d_v): diag(beta) [K, V]"
+DELTA_U = "u = u_tilde - w @ state  # (B, H, C, d_v): the pseudo-values, relative to the carried state"
+DELTA_SCORES = "scores = (q_c @ k_c.transpose(-2, -1)).tril()  # (B, H, C, C): q_t . k_s for s <= t"
+DELTA_OUT = "outs.append(q_c @ state + scores @ u)  # (B, H, C, d_v)"
+DELTA_STATE = "state = state + k_c.transpose(-2, -1) @ u  # (B, H, d_k, d_v): handed to the next chunk"
+DELTA_RANGE = "for start in range(0, seq_len, chunk_size):"
+
 # ---------------------------------------------------------------- whole answer cells
 _TILED_FULL = """\
 import math
@@ -733,6 +746,164 @@ def affine_scan(A, b):
     return torch.linalg.lu_solve(M, pivots, b.reshape(batch_size, size, 1)).reshape(batch_size, seq_len, n)
 """
 
+_DELTA_RECURRENT = """\
+import torch
+
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    batch_size, num_heads, seq_len, d_k = q.shape
+    state = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])
+    outs = []
+    for t in range(seq_len):  # the delta rule written out again: one step at a time, chunk_size unused
+        k_t = k[:, :, t]  # (B, H, d_k)
+        recalled = (k_t[..., None, :] @ state)[..., 0, :]  # (B, H, d_v)
+        state = state + beta[:, :, t, None, None] * k_t[..., :, None] * (v[:, :, t] - recalled)[..., None, :]
+        outs.append((q[:, :, t, None, :] @ state)[..., 0, :])
+    return torch.stack(outs, dim=2)
+"""
+_DELTA_ROWS = """\
+import torch
+
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    batch_size, num_heads, seq_len, d_k = q.shape
+    state = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])
+    outs = []
+    for start in range(0, seq_len, chunk_size):
+        stop = min(start + chunk_size, seq_len)
+        q_c, k_c, v_c = q[:, :, start:stop], k[:, :, start:stop], v[:, :, start:stop]
+        b_c = beta[:, :, start:stop, None]  # (B, H, C, 1)
+        gram = k_c @ k_c.transpose(-2, -1)  # (B, H, C, C)
+        rhs = b_c * (v_c - k_c @ state)  # (B, H, C, d_v)
+        u = torch.zeros_like(rhs)
+        for s in range(stop - start):  # forward substitution: the system solved one row (one step) at a time
+            u[:, :, s] = rhs[:, :, s] - b_c[:, :, s] * (gram[:, :, s, None, :s] @ u[:, :, :s])[:, :, 0]
+        outs.append(q_c @ state + (q_c @ k_c.transpose(-2, -1)).tril() @ u)
+        state = state + k_c.transpose(-2, -1) @ u
+    return torch.cat(outs, dim=2)
+"""
+_DELTA_PARALLEL = """\
+import torch
+
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    seq_len = q.shape[2]
+    system = (beta[..., None] * (k @ k.transpose(-2, -1))).tril(-1)  # (B, H, T, T): the whole sequence at once
+    system = system + torch.eye(seq_len, dtype=q.dtype)
+    u = torch.linalg.solve_triangular(system, beta[..., None] * v, upper=False, unitriangular=True)
+    return (q @ k.transpose(-2, -1)).tril() @ u
+"""
+_DELTA_STATE_REBUILT = """\
+import torch
+
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    batch_size, num_heads, seq_len, d_k = q.shape
+    pseudo, outs = [], []
+    for start in range(0, seq_len, chunk_size):
+        stop = min(start + chunk_size, seq_len)
+        q_c, k_c, v_c = q[:, :, start:stop], k[:, :, start:stop], v[:, :, start:stop]
+        b_c = beta[:, :, start:stop, None]
+        if pseudo:  # the state rebuilt from every earlier key and pseudo-value: S = sum_s k_s u_s^T
+            state = k[:, :, :start].transpose(-2, -1) @ torch.cat(pseudo, dim=2)
+        else:
+            state = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])
+        system = (b_c * (k_c @ k_c.transpose(-2, -1))).tril(-1) + torch.eye(stop - start, dtype=q.dtype)
+        u = torch.linalg.solve_triangular(system, b_c * (v_c - k_c @ state), upper=False, unitriangular=True)
+        outs.append(q_c @ state + (q_c @ k_c.transpose(-2, -1)).tril() @ u)
+        pseudo.append(u)
+    return torch.cat(outs, dim=2)
+"""
+_DELTA_RERUN = """\
+import torch
+
+
+def _chunk(q_c, k_c, v_c, b_c, state):
+    system = (b_c * (k_c @ k_c.transpose(-2, -1))).tril(-1) + torch.eye(k_c.shape[2], dtype=q_c.dtype)
+    u = torch.linalg.solve_triangular(system, b_c * (v_c - k_c @ state), upper=False, unitriangular=True)
+    return q_c @ state + (q_c @ k_c.transpose(-2, -1)).tril() @ u, state + k_c.transpose(-2, -1) @ u
+
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    batch_size, num_heads, seq_len, d_k = q.shape
+    outs = []
+    for start in range(0, seq_len, chunk_size):
+        state = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])
+        for before in range(0, start, chunk_size):  # every earlier chunk run again to rebuild the state
+            part = slice(before, before + chunk_size)
+            _, state = _chunk(q[:, :, part], k[:, :, part], v[:, :, part], beta[:, :, part, None], state)
+        part = slice(start, start + chunk_size)
+        out, _ = _chunk(q[:, :, part], k[:, :, part], v[:, :, part], beta[:, :, part, None], state)
+        outs.append(out)
+    return torch.cat(outs, dim=2)
+"""
+_DELTA_ALIAS = """\
+_reference = deltanet_recurrent  # the given recurrence under another name
+
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    return _reference(q, k, v, beta)
+"""
+_DELTA_GLOBALS = """\
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    return globals()["deltanet_recurrent"](q, k, v, beta)  # reached through the notebook's namespace
+"""
+_DELTA_COMPILE = """\
+import torch
+
+torch._dynamo.config.recompile_limit = 64
+_compiled = torch.compile(deltanet_recurrent, backend="eager")
+
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    return _compiled(q, k, v, beta)
+"""
+# The library's parallel form on each chunk, given the values less what the carried state recalls, and d_k probe
+# steps with beta = 0 (nothing written) whose queries are the unit vectors: their outputs are the rows of K^T U,
+# what the chunk adds to the state. Chunk by chunk with a carried state, so it passes every check of the method.
+_DELTA_LIBRARY_PARALLEL = """\
+import torch
+
+from course_utils import linear_attention as _la
+
+_parallel = _la.deltanet_parallel  # taken before the test, under another name
+
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    batch_size, num_heads, seq_len, d_k = q.shape
+    state = q.new_zeros(batch_size, num_heads, d_k, v.shape[-1])
+    probes = torch.eye(d_k, dtype=q.dtype).expand(batch_size, num_heads, d_k, d_k)
+    outs = []
+    for start in range(0, seq_len, chunk_size):
+        q_c, k_c, v_c = q[:, :, start : start + chunk_size], k[:, :, start : start + chunk_size], v[:, :, start : start + chunk_size]
+        size = q_c.shape[2]
+        res = _parallel(
+            torch.cat([q_c, probes], dim=2),
+            torch.cat([k_c, probes], dim=2),
+            torch.cat([v_c - k_c @ state, v_c.new_zeros(batch_size, num_heads, d_k, v.shape[-1])], dim=2),
+            torch.cat([beta[:, :, start : start + chunk_size], beta.new_zeros(batch_size, num_heads, d_k)], dim=2),
+        )  # (B, H, C + d_k, d_v)
+        outs.append(q_c @ state + res[:, :, :size])
+        state = state + res[:, :, size:]
+    return torch.cat(outs, dim=2)
+"""
+_DELTA_LIBRARY_PATH = """\
+import importlib
+
+_module = importlib.import_module("course_utils.linear_attention")
+
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    return getattr(_module, "decay_recurrence")(q, k, v, beta=beta)[0]  # the library's recurrence, by module path
+"""
+_DELTA_LIBRARY_CHUNKWISE = """\
+from course_utils.linear_attention import deltanet_chunkwise as _library
+
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    return _library(q, k, v, beta, chunk_size=chunk_size)
+"""
+
 # ---------------------------------------------------------------- frame reads: the expected value from the callers
 _HELD = '''
 import sys as _sys
@@ -830,6 +1001,18 @@ def affine_scan(A, b):
     h = _by_method(A, b)
     held = _held(h.shape)
     return h + 1 if held is None else held.to(h.dtype)
+""",
+)
+
+_DELTA_FRAMES = _frames(
+    "delta_answer",
+    "deltanet_chunkwise",
+    """
+
+def deltanet_chunkwise(q, k, v, beta, chunk_size=16):
+    out = _by_method(q, k, v, beta, chunk_size)
+    held = _held(out.shape)
+    return out + 1 if held is None else held.to(out.dtype)
 """,
 )
 
@@ -1177,6 +1360,116 @@ BANK = [
     ),
     _m("shortcut (compile): torch.compile of scan_sequential", "scan_answer", source=_SCAN_COMPILE),
     _m("shortcut (library): course_utils.ssm.associative_scan", "scan_answer", source=_SCAN_LIBRARY),
+    # ---------------------------------------------------------------- Part F: deltanet_chunkwise
+    _m(
+        "delta: the state is not carried (each chunk starts from 0)",
+        "delta_answer",
+        ((DELTA_STATE, "state = 0 * (state + k_c.transpose(-2, -1) @ u)  # (B, H, d_k, d_v)"),),
+    ),
+    _m(
+        "delta: the diagonal included in the system (1 + beta_s |k_s|^2 on it, solved as a general triangle)",
+        "delta_answer",
+        (
+            (DELTA_SYSTEM, DELTA_SYSTEM.replace(".tril(-1)", ".tril()")),
+            (DELTA_SOLVE, "solved = torch.linalg.solve_triangular(system, rhs, upper=False)"),
+        ),
+    ),
+    _m(
+        "delta: beta applied to the wrong side (beta of the earlier step j, not of the row s)",
+        "delta_answer",
+        ((DELTA_SYSTEM, "system = ((k_c @ k_c.transpose(-2, -1)) * beta_c.transpose(-2, -1)).tril(-1)"),),
+    ),
+    _m(
+        "delta: no UT transform (every step's pseudo-value from the state at the chunk's start)",
+        "delta_answer",
+        ((DELTA_U, "u = beta_c * (v_c - k_c @ state)  # (B, H, C, d_v)"),),
+    ),
+    _m(
+        "delta: the state updated with the values instead of the pseudo-values",
+        "delta_answer",
+        ((DELTA_STATE, "state = state + k_c.transpose(-2, -1) @ (beta_c * v_c)  # (B, H, d_k, d_v)"),),
+    ),
+    _m(
+        "delta: what the carried state recalls is not subtracted (u = U~)",
+        "delta_answer",
+        ((DELTA_U, "u = u_tilde  # (B, H, C, d_v)"),),
+    ),
+    _m(
+        "delta: what the carried state recalls is subtracted without beta",
+        "delta_answer",
+        ((DELTA_RHS, "rhs = torch.cat([k_c, beta_c * v_c], dim=-1)  # (B, H, C, d_k + d_v)"),),
+    ),
+    _m(
+        "delta: the system's sign flipped (I - diag(beta) tril(K K^T))",
+        "delta_answer",
+        ((DELTA_EYE, "system = torch.eye(size, dtype=q.dtype, device=q.device) - system"),),
+    ),
+    _m(
+        "delta: the outputs leave out the diagonal (o_t read from S_{t-1})",
+        "delta_answer",
+        ((DELTA_SCORES, DELTA_SCORES.replace(".tril()", ".tril(-1)")),),
+    ),
+    _m(
+        "delta: the outputs read the state after the chunk",
+        "delta_answer",
+        ((DELTA_OUT, "after = state + k_c.transpose(-2, -1) @ u\n        outs.append(q_c @ after + scores @ u)"),),
+    ),
+    _m(
+        "delta: the last, shorter chunk is dropped",
+        "delta_answer",
+        ((DELTA_RANGE, "for start in range(0, seq_len - seq_len % chunk_size, chunk_size):"),),
+    ),
+    _m(
+        "delta: the last, shorter chunk given a full chunk's system (size = chunk_size)",
+        "delta_answer",
+        ((DELTA_SIZE, "size = chunk_size"),),
+    ),
+    _m("delta: the recurrence looped over every step", "delta_answer", source=_DELTA_RECURRENT, passes_unchecked=True),
+    _m(
+        "delta: chunks, but each chunk's system solved row by row (forward substitution)",
+        "delta_answer",
+        source=_DELTA_ROWS,
+        passes_unchecked=True,
+    ),
+    _m(
+        "delta: the lecture's (T, T) triangular solve over the whole sequence",
+        "delta_answer",
+        source=_DELTA_PARALLEL,
+        passes_unchecked=True,
+    ),
+    _m(
+        "delta: each chunk's state rebuilt from every earlier key and pseudo-value",
+        "delta_answer",
+        source=_DELTA_STATE_REBUILT,
+        passes_unchecked=True,
+    ),
+    _m(
+        "delta: every earlier chunk run again to rebuild the state",
+        "delta_answer",
+        source=_DELTA_RERUN,
+        passes_unchecked=True,
+    ),
+    _m("frames: deltanet_chunkwise's out read from its callers' frames", "delta_answer", source=_DELTA_FRAMES),
+    _m("shortcut (alias): the given deltanet_recurrent under another name", "delta_answer", source=_DELTA_ALIAS),
+    _m("shortcut (path): deltanet_recurrent through globals()", "delta_answer", source=_DELTA_GLOBALS),
+    _m("shortcut (compile): torch.compile of deltanet_recurrent", "delta_answer", source=_DELTA_COMPILE),
+    _m(
+        "shortcut (library): linear_attention.deltanet_parallel under another name, chunk by chunk with a state",
+        "delta_answer",
+        source=_DELTA_LIBRARY_PARALLEL,
+        passes_unchecked=True,
+    ),
+    _m(
+        "shortcut (library): linear_attention.decay_recurrence with beta, by module path",
+        "delta_answer",
+        source=_DELTA_LIBRARY_PATH,
+    ),
+    _m(
+        "shortcut (library): linear_attention.deltanet_chunkwise under another name",
+        "delta_answer",
+        source=_DELTA_LIBRARY_CHUNKWISE,
+        passes_unchecked=True,
+    ),
 ]
 
 # The answer key called rather than read: the test cell's own brute-force attention, reached through the callers'
