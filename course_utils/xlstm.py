@@ -153,8 +153,7 @@ class SLSTMCell(nn.Module):
         super().__init__()
         if forget_gate not in ("sigmoid", "exp"):
             raise ValueError(f"forget_gate must be 'sigmoid' or 'exp', got {forget_gate!r}")
-        if not isinstance(num_heads, int) or num_heads < 1 or hidden_size % num_heads:
-            raise ValueError(f"num_heads must be a positive int dividing hidden_size={hidden_size}, got {num_heads!r}")
+        _check_heads(hidden_size, num_heads, "hidden_size")
         self.input_size, self.hidden_size, self.forget_gate = input_size, hidden_size, forget_gate
         self.num_heads = num_heads
         self.W = nn.Linear(input_size, 4 * hidden_size)  # z, i, f, o
@@ -352,6 +351,7 @@ class SLSTMBlock(nn.Module):
     The gated MLP: ``down(GeLU(g) ⊙ u)`` with ``g, u`` of width ``ceil(ff_factor * D)``.
     ``forward(x (B, T, D)) -> (B, T, D)``; :meth:`step` ``(B, D) -> (B, D)`` carrying
     ``(conv buffer (B, K-1, D), h, c, n, m (B, D))``. Both run the sLSTM step by step (it has no other form).
+    The input weights ``W`` are dense here (the paper's code makes them block-diagonal per head too).
     """
 
     def __init__(self, d_model: int, num_heads: int, conv_kernel: int = 4, ff_factor: float = 4 / 3):
@@ -426,8 +426,7 @@ class XLSTMStack(nn.Module):
 
     def step(self, x_t: torch.Tensor, states: list | None = None):
         """One token: ``x_t (B, D)`` -> ``(y_t (B, D), states)``, one state per block."""
-        states = states if states is not None else [None] * len(self.blocks)
-        new_states = []
+        states, new_states = states if states is not None else [None] * len(self.blocks), []
         for block, state in zip(self.blocks, states, strict=True):
             x_t, state = block.step(x_t, state)  # (B, D)
             new_states.append(state)
