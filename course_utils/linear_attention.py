@@ -9,7 +9,9 @@ Every member keeps a state ``S_t (d_k, d_v)`` per head and reads it with the que
 - linear attention (Katharopoulos et al. 2020, "Transformers are RNNs"): ``a_t = 1``, feature maps
   ``φ(q), φ(k)`` (``elu + 1``) and a normaliser ``z_t = Σ φ(k_s)`` in the denominator;
 - RetNet (Sun et al. 2023): a fixed decay ``a_t = γ_h`` per head;
-- gated linear attention / Mamba-2 (Yang et al. 2023 GLA; Dao & Gu 2024): a data-dependent ``a_t``;
+- a data-dependent scalar ``a_t`` per head: Mamba-2 (Dao & Gu 2024, ``a_t = exp(Δ_t A_h)`` with ``A_h < 0``
+  and ``Δ_t`` also in the write, ``Δ_t B_t x_tᵀ``) or a sigmoid gate; GLA (Yang et al. 2023) uses a vector
+  ``a_t`` per key channel, which this module does not implement (exercise 10 asks for its chunkwise form);
 - DeltaNet (Schlag et al. 2021; Yang et al. 2024): the delta rule, ``S_t = S_{t-1} + β_t k_t (v_t - S_{t-1}ᵀ k_t)ᵀ``,
   and gated DeltaNet (Yang, Kautz & Hatamizadeh 2024): a decay first, then the delta correction;
 - mLSTM (Beck et al. 2024, xLSTM): exponential input gate, forget gate, normaliser and stabiliser; it lives
