@@ -6,15 +6,19 @@ gated linear attention through a (T, T) matrix, a recurrence looped over every s
 log-depth scan, a "cache" that projects every position again at each step. The ``shortcut`` entries are whole
 answer cells that reach a blocked function another way (PyTorch's attention by another name or path, its CPU flash
 kernel that returns the log-sum-exp, the given reference functions under other names, PyTorch's experimental
-associative scan, torch.compile and TorchScript copies). Those that reach PyTorch's attention or its scan would
-earn full marks without the call guard (checked once with the guard switched off); those that reach a given
+associative scan, torch.compile and TorchScript copies, the course library's delta-rule functions). Those that
+reach PyTorch's attention or its scan would earn full marks without the call guard (checked once with the guard
+switched off), and so would the library's DeltaNet, its parallel form run chunk by chunk with a carried state (its
+probe steps read what each chunk adds to the state) or its own chunkwise form; those that reach a given
 step-by-step reference would also fail the tests' checks of how the work is done. Each must lose its points to the
 guard first, with ``ForbiddenCall``.
 
 The entries marked ``passes_unchecked`` compute the right values by another method than the part teaches: strips of
 queries against every earlier key with a plain softmax, a cache of keys and values that still runs every query and
 MLP on the whole prefix, gated linear attention with no state carried from chunk to chunk, WKV in its parallel form
-or by a softmax over the whole past at every step, the scan as one dense block-triangular system. The bank proves
+or by a softmax over the whole past at every step, the scan as one dense block-triangular system, and DeltaNet
+stepped through, with each chunk's triangular system solved row by row, through the lecture's (T, T) system, or
+with each chunk's state rebuilt from every earlier step or by running the earlier chunks again. The bank proves
 that each earns full marks with the checks switched off and loses them to ``WrongMethod`` or ``ForbiddenCall`` with
 them on.
 
