@@ -29,15 +29,23 @@ One module per concern, grown unit by unit:
                 label smoothing, relative positions
 - ``images``    unit 09: image datasets offline first (Fashion-MNIST, digits) and augmentation
 - ``vit``       unit 09: patches, patch embedding, the Vision Transformer, attention rollout
-- ``fast_attention`` unit 10: naive vs tiled attention (online softmax, log-sum-exp), a key-value cache
-                for ``gpt.GPT``
+- ``memory``    unit 10: ``PeakMemory``, peak bytes of the tensors a block creates, the same on every device
+- ``fast_attention`` unit 10: naive vs tiled attention (online softmax, log-sum-exp), its tiled backward from
+                the saved log-sum-exp and ``flash_attention`` (an autograd.Function tiled both ways), a
+                key-value cache for ``gpt.GPT``
 - ``linear_attention`` unit 10: linear attention (parallel, recurrent, chunkwise) and its family as one
-                recurrence: RetNet, gated (GLA / Mamba-2), DeltaNet
-- ``xlstm``     unit 10: xLSTM's mLSTM (parallel and stabilised recurrent) and sLSTM cell
-- ``reformer``  unit 10: the Reformer's LSH buckets and bucketed attention
-- ``rwkv``      unit 10: RWKV's WKV operator (naive, max-subtracted parallel, stable recurrent), an RWKV block
+                recurrence: RetNet, gated (GLA / Mamba-2), DeltaNet and gated DeltaNet (also by chunks)
+- ``rwkv``      unit 10: RWKV's WKV operator (naive, max-subtracted parallel, stable recurrent, chunkwise
+                linear in T), RWKV's time-mix and channel-mix blocks
 - ``ssm``       unit 10: zero-order hold, S4's convolution and recurrent views, the associative scan,
                 Mamba's selective scan
+- ``xlstm``     unit 10: xLSTM's mLSTM (parallel, recurrent) and sLSTM (heads with a block-diagonal R) cells,
+                the paper's mLSTM and sLSTM blocks and their stack (xLSTM[a:b])
+- ``reformer``  unit 10: the Reformer's LSH buckets, bucketed attention (with the shared-QK self-mask),
+                sort-and-chunk attention, a chunked feed-forward
+- ``reversible`` unit 10: reversible residual blocks and a stack whose backward recomputes activations
+- ``recall``    unit 10: multi-query associative recall (MQAR) batches, small models for five token mixers
+                at equal parameters, their training and scoring
 
 The instructors' autograder is not part of it: it is the top-level package ``grader``.
 """
