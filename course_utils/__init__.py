@@ -39,8 +39,8 @@ One module per concern, grown unit by unit:
                 linear in T), RWKV's time-mix and channel-mix blocks
 - ``ssm``       unit 10: zero-order hold, S4's convolution and recurrent views, the associative scan,
                 Mamba's selective scan
-- ``xlstm``     unit 10: xLSTM's mLSTM (parallel, recurrent) and sLSTM (heads with a block-diagonal R) cells,
-                the paper's mLSTM and sLSTM blocks and their stack (xLSTM[a:b])
+- ``xlstm``     unit 10: xLSTM's mLSTM (parallel, recurrent) and sLSTM (heads with a block-diagonal R) cells
+- ``xlstm_blocks`` unit 10: the xLSTM paper's mLSTM and sLSTM blocks and their stack (xLSTM[a:b])
 - ``reformer``  unit 10: the Reformer's LSH buckets, bucketed attention (with the shared-QK self-mask),
                 sort-and-chunk attention, a chunked feed-forward
 - ``reversible`` unit 10: reversible residual blocks and a stack whose backward recomputes activations

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from course_utils import xlstm as xl
+from course_utils import xlstm_blocks as xb
 from course_utils.xlstm import SLSTMCell
 
 F64 = dict(rtol=0, atol=1e-10)
@@ -207,13 +208,13 @@ def test_slstm_sequence_gate_input_feeds_only_the_input_and_forget_gates():
 
 
 BLOCKS = {
-    "mlstm": lambda: xl.MLSTMBlock(8, 2),
-    "mlstm, proj 1.5, kernel 2": lambda: xl.MLSTMBlock(8, 4, proj_factor=1.5, conv_kernel=2),
-    "slstm": lambda: xl.SLSTMBlock(8, 2),
-    "slstm without conv": lambda: xl.SLSTMBlock(8, 4, conv_kernel=0),
-    "stack 1:1": lambda: xl.XLSTMStack(8, 2, "msms"),
-    "stack 3:1": lambda: xl.XLSTMStack(8, 2, "mmms", conv_kernel=3, proj_factor=1, qkv_blocksize=2, ff_factor=2),
-    "mlstm, dense qkv": lambda: xl.MLSTMBlock(8, 2, qkv_blocksize=16),
+    "mlstm": lambda: xb.MLSTMBlock(8, 2),
+    "mlstm, proj 1.5, kernel 2": lambda: xb.MLSTMBlock(8, 4, proj_factor=1.5, conv_kernel=2),
+    "slstm": lambda: xb.SLSTMBlock(8, 2),
+    "slstm without conv": lambda: xb.SLSTMBlock(8, 4, conv_kernel=0),
+    "stack 1:1": lambda: xb.XLSTMStack(8, 2, "msms"),
+    "stack 3:1": lambda: xb.XLSTMStack(8, 2, "mmms", conv_kernel=3, proj_factor=1, qkv_blocksize=2, ff_factor=2),
+    "mlstm, dense qkv": lambda: xb.MLSTMBlock(8, 2, qkv_blocksize=16),
 }
 
 
@@ -239,14 +240,14 @@ def test_block_is_causal(name):
 
 
 def test_block_diagonal_linear_equals_a_dense_block_matrix():
-    layer = randomised(xl.BlockDiagonalLinear(12, 4), seed=7)
+    layer = randomised(xb.BlockDiagonalLinear(12, 4), seed=7)
     x = torch.randn(3, 5, 12, dtype=torch.float64)
     torch.testing.assert_close(layer(x), x @ torch.block_diag(*layer.weight).T + layer.bias, **F64)
     assert sum(p.numel() for p in layer.parameters()) == 12 * 4 + 12
 
 
 def test_causal_conv_step_equals_forward():
-    conv = randomised(xl.CausalConv(5, 3), seed=6)
+    conv = randomised(xb.CausalConv(5, 3), seed=6)
     x = torch.randn(2, 8, 5, dtype=torch.float64)
     buffer, outs = torch.zeros(2, 2, 5, dtype=torch.float64), []
     for t in range(8):
@@ -279,23 +280,23 @@ def test_parameter_counts():
     def count(module):
         return sum(p.numel() for p in module.parameters())
 
-    assert count(xl.MLSTMBlock(d, h)) == mlstm
-    assert count(xl.SLSTMBlock(d, h)) == slstm
-    assert count(xl.XLSTMStack(d, h, "msms")) == 2 * mlstm + 2 * slstm + 2 * d
+    assert count(xb.MLSTMBlock(d, h)) == mlstm
+    assert count(xb.SLSTMBlock(d, h)) == slstm
+    assert count(xb.XLSTMStack(d, h, "msms")) == 2 * mlstm + 2 * slstm + 2 * d
 
 
 def test_blocks_reject_bad_input():
     with pytest.raises(ValueError, match="num_heads"):
-        xl.MLSTMBlock(8, 3)  # inner width 16 does not split into 3 heads
+        xb.MLSTMBlock(8, 3)  # inner width 16 does not split into 3 heads
     with pytest.raises(ValueError, match="num_heads"):
-        xl.SLSTMBlock(8, 3)
+        xb.SLSTMBlock(8, 3)
     with pytest.raises(ValueError, match="conv_kernel"):
-        xl.MLSTMBlock(8, 2, conv_kernel=0)
+        xb.MLSTMBlock(8, 2, conv_kernel=0)
     with pytest.raises(ValueError, match="qkv_blocksize"):
-        xl.MLSTMBlock(8, 2, qkv_blocksize=3)
+        xb.MLSTMBlock(8, 2, qkv_blocksize=3)
     with pytest.raises(ValueError, match="layout"):
-        xl.XLSTMStack(8, 2, "mxs")
-    for block in (xl.MLSTMBlock(8, 2), xl.SLSTMBlock(8, 2), xl.XLSTMStack(8, 2, "ms")):
+        xb.XLSTMStack(8, 2, "mxs")
+    for block in (xb.MLSTMBlock(8, 2), xb.SLSTMBlock(8, 2), xb.XLSTMStack(8, 2, "ms")):
         with pytest.raises(ValueError, match=r"\(B, T, 8\)"):
             block(torch.zeros(2, 5, 7))
         with pytest.raises(ValueError, match=r"\(B, T, 8\)"):
