@@ -37,7 +37,10 @@ CHEATS = {
         "frames: rnn_forward returns the test's nn.RNN outputs",  # the answer key read from the frames
     ],
     "05_lstm_gru": ["shortcut (layer off): torch.lstm_cell from C under DisableTorchFunction"],
-    "10_beyond_attention": ["scan: one dense block-triangular system, by torch.linalg.lu_solve"],  # memory in T
+    "10_beyond_attention": [
+        "scan: one dense block-triangular system, by torch.linalg.lu_solve",  # memory in T
+        "delta: chunks, but each chunk's system solved row by row (forward substitution)",  # steps, not chunks
+    ],
 }
 
 
