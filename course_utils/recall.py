@@ -35,6 +35,7 @@ from .rwkv import TimeMix, token_shift
 
 MIXERS = ("softmax", "linear", "gated", "deltanet", "rwkv")
 IGNORE = -100  # the target where nothing is asked (F.cross_entropy's ignore_index)
+GATED_DECAY_BIAS = 6.0  # the gated mixer's decay starts at σ(6) ≈ 0.998: 48 steps keep 0.88 of a pair
 
 
 def _positive_int(value: object, name: str) -> int:
@@ -144,9 +145,10 @@ class RecallMixer(nn.Module):
     - ``softmax``: causal softmax attention (SDPA), scores scaled by ``1/√d_k``;
     - ``linear``: :func:`~course_utils.linear_attention.linear_attention_parallel`, ``φ = elu + 1``, normalised;
     - ``gated``: :func:`~course_utils.linear_attention.gated_parallel` with a scalar decay per head and step,
-      ``a_t = σ(w_hᵀ x_t + b_h)`` (Mamba-2 style), keys scaled by ``1/√d_k``, output RMS-normalised per head;
-    - ``deltanet``: :func:`~course_utils.linear_attention.deltanet_parallel` with L2-normalised queries and
-      keys and ``β_t = σ(w_hᵀ x_t + b_h)``, output RMS-normalised per head;
+      ``a_t = σ(w_hᵀ x_t + b_h)`` (Mamba-2 style), keys scaled by ``1/√d_k``; ``b_h`` starts at
+      :data:`GATED_DECAY_BIAS`, so the model starts as linear attention that barely forgets and learns to forget;
+    - ``deltanet``: :func:`~course_utils.linear_attention.deltanet_parallel` with queries and keys
+      ``normalize(silu(·))`` (unit length, as Yang et al. 2024) and ``β_t = σ(w_hᵀ x_t + b_h)``, near 1/2 at first;
     - ``rwkv``: :class:`~course_utils.rwkv.TimeMix` (token shift, per-channel decay WKV, receptance gate).
     """
 
@@ -170,7 +172,7 @@ class RecallMixer(nn.Module):
         if mixer in ("gated", "deltanet"):
             self.gate = nn.Linear(d_model, num_heads)  # decay a_t (gated) or write strength β_t (deltanet)
             if mixer == "gated":
-                nn.init.constant_(self.gate.bias, 3.0)  # start remembering: a_t ≈ σ(3) ≈ 0.95
+                nn.init.constant_(self.gate.bias, GATED_DECAY_BIAS)  # start as linear attention: a_t ≈ 0.998
 
     def state_numbers(self) -> int:
         """Numbers the layer carries from token to token when it generates (per sequence): ``H d_k d_v``
@@ -198,11 +200,10 @@ class RecallMixer(nn.Module):
         elif self.mixer == "gated":
             log_decay = F.logsigmoid(self.gate(x)).transpose(1, 2)  # (B, H, T)
             out = la.gated_parallel(q, k / math.sqrt(self.d_k), v, log_decay)  # (B, H, T, d_v)
-            out = F.rms_norm(out, (self.d_v,))
         else:
             beta = torch.sigmoid(self.gate(x)).transpose(1, 2)  # (B, H, T)
-            out = la.deltanet_parallel(F.normalize(q, dim=-1), F.normalize(k, dim=-1), v, beta)  # (B, H, T, d_v)
-            out = F.rms_norm(out, (self.d_v,))
+            q, k = F.normalize(F.silu(q), dim=-1), F.normalize(F.silu(k), dim=-1)  # (B, H, T, d_k), unit length
+            out = la.deltanet_parallel(q, k, v, beta)  # (B, H, T, d_v)
         return self.output(out.transpose(1, 2).flatten(2))  # (B, T, D)
 
 
@@ -213,6 +214,13 @@ class RecallModel(nn.Module):
     its predecessor: at a value, the key it belongs to; a width-2 causal convolution of one-hot tokens), then
     ``num_layers`` Pre-LN blocks ``x + mixer(LN x)``, ``x + MLP(LN x)`` (hidden ``2 D``), a final
     LayerNorm and a linear head. Everything but the mixer is the same for every ``mixer``.
+
+    ``matched_init`` (default): the previous-token embedding starts as a copy of the token embedding and each
+    mixer's key projection as a copy of its query projection, so that from the first step a query token
+    tends to score the position just after the same token (where its value sits) above the others (RWKV has
+    no query: only the embeddings are copied). Without it, the gated and delta-rule mixers sit on a plateau for hundreds
+    of steps before they find the lookup, and a short run measures how fast they train, not what their
+    state holds.
     """
 
     def __init__(
@@ -223,6 +231,7 @@ class RecallModel(nn.Module):
         num_heads: int = 2,
         d_k: int | None = None,
         num_layers: int = 1,
+        matched_init: bool = True,
     ):
         super().__init__()
         vocab_size, d_model = _positive_int(vocab_size, "vocab_size"), _positive_int(d_model, "d_model")
@@ -237,6 +246,12 @@ class RecallModel(nn.Module):
         )
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(2 * num_layers + 1))
         self.head = nn.Linear(d_model, vocab_size)
+        if matched_init:
+            with torch.no_grad():
+                self.previous.weight.copy_(self.embedding.weight)
+                for mixer_layer in self.mixers:
+                    if mixer_layer.mixer != "rwkv":
+                        mixer_layer.key.weight.copy_(mixer_layer.query.weight)
 
     def state_numbers(self) -> int:
         """Numbers all layers carry from token to token (see :meth:`RecallMixer.state_numbers`)."""

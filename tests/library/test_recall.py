@@ -165,3 +165,15 @@ def test_train_recall_rejects_bad_arguments():
         args = dict(n_pairs=2, steps=1, lr=1e-3, generator=gen()) | kwargs
         with pytest.raises(ValueError):
             rc.train_recall(model, show_progress=False, **args)
+
+
+def test_matched_init_starts_keys_as_queries():
+    torch.manual_seed(0)
+    for mixer in ("linear", "deltanet", "rwkv"):
+        model = rc.RecallModel(mixer, 32, d_model=16, num_heads=2, d_k=4)
+        assert torch.equal(model.previous.weight, model.embedding.weight)
+        if mixer != "rwkv":
+            layer = model.mixers[0]
+            assert layer.key.weight.shape == (8, 16) and torch.equal(layer.key.weight, layer.query.weight)
+    plain = rc.RecallModel("linear", 32, d_model=16, num_heads=2, matched_init=False)
+    assert not torch.equal(plain.previous.weight, plain.embedding.weight)
