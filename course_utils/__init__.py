@@ -35,7 +35,7 @@ One module per concern, grown unit by unit:
                 key-value cache for ``gpt.GPT``
 - ``linear_attention`` unit 10: linear attention (parallel, recurrent, chunkwise) and its family as one
                 recurrence: RetNet, gated (GLA / Mamba-2), DeltaNet and gated DeltaNet (also by chunks)
-- ``rwkv``      unit 10: RWKV's WKV operator (naive, max-subtracted parallel, stable recurrent, chunkwise
+- ``rwkv``      unit 10: RWKV's WKV operator (naive, max-subtracted parallel, by matmul, stable recurrent, chunkwise
                 linear in T), RWKV's time-mix and channel-mix blocks
 - ``ssm``       unit 10: zero-order hold, S4's convolution and recurrent views, the associative scan,
                 Mamba's selective scan

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from . import linear_attention as la
 from .progress import progress
-from .rwkv import TimeMix, token_shift
+from .rwkv import TimeMix, token_shift, wkv_by_matmul
 
 MIXERS = ("softmax", "linear", "gated", "deltanet", "rwkv")
 IGNORE = -100  # the target where nothing is asked (F.cross_entropy's ignore_index)
@@ -101,31 +101,8 @@ def mqar_batch(
 # --------------------------------------------------------------------------- the model
 
 
-def wkv_by_channel_matmul(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """RWKV's WKV in parallel, as one ``(T, T)`` weight matrix per channel times the batch: ``(B, T, C)``.
-
-    The same numbers as :func:`course_utils.rwkv.wkv_parallel` (``w, u (C,)``, ``k, v (B, T, C)``), but the
-    weights ``e^{-(t-1-i) w_c}`` (``i < t``) and ``e^{u_c}`` (``i = t``) do not depend on the batch, so they are
-    a ``(C, T, T)`` tensor multiplied into ``e^{k} v`` and ``e^{k}`` (``(C, T, B)``), never the ``(B, T, T, C)``
-    tensor of ``wkv_parallel``. ``k`` is shifted by its maximum over time first, which cancels in the ratio.
-    """
-    if not isinstance(k, torch.Tensor) or k.dim() != 3 or not isinstance(v, torch.Tensor) or v.shape != k.shape:
-        raise ValueError(f"k and v must be (B, T, C) tensors of one shape, got {getattr(k, 'shape', k)!r}")
-    seq_len, channels = k.shape[1], k.shape[2]
-    if not all(isinstance(x, torch.Tensor) and x.shape == (channels,) for x in (w, u)):
-        raise ValueError(f"w and u must be ({channels},) tensors")
-    steps = torch.arange(seq_len, device=k.device)
-    lag = (steps[:, None] - 1 - steps[None, :]).to(k.dtype)  # (T, T): t - 1 - i
-    weights = torch.exp(-lag.clamp(min=0) * w.to(k.dtype)[:, None, None])  # (C, T, T)
-    weights = torch.where(lag == -1, u.to(k.dtype).exp()[:, None, None], weights)  # (C, T, T): the bonus at i = t
-    weights = weights.masked_fill(lag < -1, 0.0)  # (C, T, T): nothing from the future
-    ek = torch.exp(k - k.amax(dim=1, keepdim=True)).permute(2, 1, 0)  # (C, T, B), every entry <= 1
-    numerator = weights @ (ek * v.permute(2, 1, 0))  # (C, T, B)
-    return (numerator / (weights @ ek)).permute(2, 1, 0)  # (B, T, C)
-
-
 class _TimeMixByMatmul(TimeMix):
-    """:class:`course_utils.rwkv.TimeMix` in parallel only, with :func:`wkv_by_channel_matmul`:
+    """:class:`course_utils.rwkv.TimeMix` in parallel only, with :func:`course_utils.rwkv.wkv_by_matmul`:
     ``x (B, T, D)`` -> ``(B, T, D)``. Same parameters, same outputs as ``TimeMix(x)[0]``, less memory."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -134,7 +111,7 @@ class _TimeMixByMatmul(TimeMix):
         xv = x * self.mix_v + prev * (1 - self.mix_v)
         xr = x * self.mix_r + prev * (1 - self.mix_r)
         k, v, r = self.key(xk), self.value(xv), torch.sigmoid(self.receptance(xr))  # (B, T, D) each
-        return self.output(r * wkv_by_channel_matmul(self.time_decay.exp(), self.time_first, k, v))  # (B, T, D)
+        return self.output(r * wkv_by_matmul(self.time_decay.exp(), self.time_first, k, v))  # (B, T, D)
 
 
 class RecallMixer(nn.Module):

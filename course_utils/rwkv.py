@@ -8,6 +8,8 @@ WKV is attention with a fixed exponential decay per channel instead of query-key
 - :func:`wkv_naive` computes the formula as written ("GPT mode", all ``t`` at once): ``e^{k}`` overflows
   for large ``k`` (float32: ``k`` > 88);
 - :func:`wkv_parallel` is the same ``(T, T)`` computation with each row's largest exponent subtracted;
+- :func:`wkv_by_matmul` is GPT mode again as one ``(T, T)`` matrix per channel times the batch: fast for
+  training on short windows;
 - :func:`wkv_stable` is the recurrent form ("RNN mode"): numerator ``a`` and denominator ``b`` carried
   as a state, scaled by ``e^{-p}`` with ``p`` the running maximum exponent, so no ``exp`` ever sees a
   positive argument. Constant memory per token.
@@ -64,6 +66,31 @@ def wkv_parallel(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Ten
     _check_wkv(w, u, k, v)
     weights = _log_weights(w, u, k).softmax(dim=2)  # (B, T, T, C)
     return (weights * v[:, None]).sum(dim=2)  # (B, T, C)
+
+
+def wkv_by_matmul(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """RWKV's WKV in parallel, as one ``(T, T)`` weight matrix per channel times the batch: ``(B, T, C)``.
+
+    The same numbers as :func:`wkv_parallel` (``w, u (C,)``, ``k, v (B, T, C)``), but the
+    weights ``e^{-(t-1-i) w_c}`` (``i < t``) and ``e^{u_c}`` (``i = t``) do not depend on the batch, so they are
+    a ``(C, T, T)`` tensor multiplied into ``e^{k} v`` and ``e^{k}`` (``(C, T, B)``), never the ``(B, T, T, C)``
+    tensor of ``wkv_parallel``: the fast GPT mode for training on short windows. ``k`` is shifted by its maximum
+    over time first, which cancels in the ratio; unlike :func:`wkv_stable` it can still underflow to ``0 / 0`` when
+    a key lies far (about 80 in float32) below the largest one or ``w (t - i)`` grows that large: short ``T`` only.
+    """
+    if not isinstance(k, torch.Tensor) or k.dim() != 3 or not isinstance(v, torch.Tensor) or v.shape != k.shape:
+        raise ValueError(f"k and v must be (B, T, C) tensors of one shape, got {getattr(k, 'shape', k)!r}")
+    seq_len, channels = k.shape[1], k.shape[2]
+    if not all(isinstance(x, torch.Tensor) and x.shape == (channels,) for x in (w, u)):
+        raise ValueError(f"w and u must be ({channels},) tensors")
+    steps = torch.arange(seq_len, device=k.device)
+    lag = (steps[:, None] - 1 - steps[None, :]).to(k.dtype)  # (T, T): t - 1 - i
+    weights = torch.exp(-lag.clamp(min=0) * w.to(k.dtype)[:, None, None])  # (C, T, T)
+    weights = torch.where(lag == -1, u.to(k.dtype).exp()[:, None, None], weights)  # (C, T, T): the bonus at i = t
+    weights = weights.masked_fill(lag < -1, 0.0)  # (C, T, T): nothing from the future
+    ek = torch.exp(k - k.amax(dim=1, keepdim=True)).permute(2, 1, 0)  # (C, T, B), every entry <= 1
+    numerator = weights @ (ek * v.permute(2, 1, 0))  # (C, T, B)
+    return (numerator / (weights @ ek)).permute(2, 1, 0)  # (B, T, C)
 
 
 def wkv_stable(

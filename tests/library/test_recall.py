@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from course_utils import recall as rc
-from course_utils.rwkv import TimeMix, wkv_parallel
+from course_utils.rwkv import TimeMix, wkv_by_matmul, wkv_parallel
 
 
 def gen(seed=0):
@@ -110,19 +110,19 @@ def test_model_rejects_bad_arguments():
         rc.RecallModel("softmax", 64)(torch.zeros(2, 5))
 
 
-def test_wkv_by_channel_matmul_equals_the_library_wkv():
+def test_rwkv_mixer_is_the_library_time_mix():
     g = gen(7)
     w, u = 2 * torch.rand(5, generator=g, dtype=torch.float64), torch.randn(5, generator=g, dtype=torch.float64)
     k, v = (
         4 * torch.randn(3, 23, 5, generator=g, dtype=torch.float64),
         torch.randn(3, 23, 5, generator=g, dtype=torch.float64),
     )
-    assert (rc.wkv_by_channel_matmul(w, u, k, v) - wkv_parallel(w, u, k, v)).abs().max() < 1e-12
+    assert (wkv_by_matmul(w, u, k, v) - wkv_parallel(w, u, k, v)).abs().max() < 1e-12
     mixer = rc.RecallMixer("rwkv", 8, 2).double()
     x = torch.randn(2, 11, 8, generator=g, dtype=torch.float64)
     assert (mixer(x) - TimeMix.forward(mixer.time_mix, x)[0]).abs().max() < 1e-12
     with pytest.raises(ValueError):
-        rc.wkv_by_channel_matmul(w[:4], u, k, v)
+        wkv_by_matmul(w[:4], u, k, v)
 
 
 # --------------------------------------------------------------------------- training and scoring

@@ -8,6 +8,7 @@ from course_utils.memory import PeakMemory
 from course_utils.rwkv import (
     RWKVBlock,
     token_shift,
+    wkv_by_matmul,
     wkv_chunkwise,
     wkv_final_state,
     wkv_naive,
@@ -45,6 +46,7 @@ def test_wkv_forms_equal_the_formula(dtype, tol):
     naive = wkv_naive(w, u, k, v)
     torch.testing.assert_close(naive, expected, rtol=tol, atol=tol)
     torch.testing.assert_close(wkv_parallel(w, u, k, v), naive, rtol=tol, atol=tol)
+    torch.testing.assert_close(wkv_by_matmul(w, u, k, v), naive, rtol=tol, atol=tol)
     stable, state = wkv_stable(w, u, k, v)
     torch.testing.assert_close(stable, naive, rtol=tol, atol=tol)
     assert all(s.shape == (2, 5) for s in state)
