@@ -11,7 +11,8 @@ One layer's token mixing for ``B`` sequences of ``T`` tokens, ``H`` heads of wid
 - ``lin-rec``    linear attention, recurrent form (a Python loop over ``T``)
 - ``lin-chunk``  linear attention, chunkwise form (chunks of 64)
 - ``delta-chunk`` DeltaNet's delta rule, chunkwise (``course_utils.linear_attention.deltanet_chunkwise``, chunks of
-                 64, unit-norm keys, ``β`` in (0, 1)); it decodes with one delta-rule step on a ``d × d`` state
+                 64, unit-norm keys, ``β`` in (0, 1)); it decodes with one step of ``decay_recurrence`` on a
+                 ``d × d`` state
 - ``scan-seq``   Mamba's selective scan over ``D = H * d_head`` channels with ``N = 16`` states, step by step
                  (``course_utils.ssm.selective_scan_sequential``)
 - ``scan-par``   the same with the associative scan (``selective_scan_parallel``): ``log2 T`` steps over all
@@ -68,7 +69,12 @@ import torch.nn.functional as F
 
 from benchmarks.notebook_times import cpu_model
 from course_utils.fast_attention import flash_attention, naive_attention, tiled_attention
-from course_utils.linear_attention import deltanet_chunkwise, linear_attention_chunkwise, linear_attention_recurrent
+from course_utils.linear_attention import (
+    decay_recurrence,
+    deltanet_chunkwise,
+    linear_attention_chunkwise,
+    linear_attention_recurrent,
+)
 from course_utils.ssm import selective_scan_parallel, selective_scan_sequential
 
 FORWARD = ("naive", "sdpa", "tiled", "lin-rec", "lin-chunk", "delta-chunk", "scan-seq", "scan-par")
@@ -186,16 +192,6 @@ def forward_fn(method: str, data: tuple) -> Callable[[], object]:
     }[method]
 
 
-def delta_rule_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, S: torch.Tensor) -> tuple:
-    """One DeltaNet decoding step: ``S ← S + β k (v − Sᵀk)ᵀ``, then ``o = Sᵀq``.
-
-    ``q, k (B, H, d_k)``, ``v (B, H, d_v)``, ``beta (B, H)``, ``S (B, H, d_k, d_v)`` -> ``o (B, H, d_v)``, new ``S``.
-    """
-    error = v - (k[..., None] * S).sum(dim=-2)  # (B, H, d_v): v - Sᵀk, what the state gets wrong about k
-    S = S + (beta[..., None] * k)[..., None] * error[..., None, :]  # (B, H, d_k, d_v)
-    return (q[..., None] * S).sum(dim=-2), S  # (B, H, d_v)
-
-
 def token_fn(method: str, seq_len: int, args, device) -> tuple[Callable[[], object], int]:
     """One decoding step with a context of ``seq_len`` tokens, and the bytes held between steps."""
     gen = torch.Generator(device=device).manual_seed(seq_len)
@@ -220,9 +216,10 @@ def token_fn(method: str, seq_len: int, args, device) -> tuple[Callable[[], obje
         return (lambda: linear_attention_recurrent(q, k, v, state=state, return_state=True)), held
     if method == "delta-chunk":
         S = randn(batch, heads, d, d)  # (B, H, d_k, d_v)
-        q, v = randn(batch, heads, d), randn(batch, heads, d)  # (B, H, d)
-        k, beta = F.normalize(randn(batch, heads, d), dim=-1), torch.rand(batch, heads, generator=gen, device=device)
-        return (lambda: delta_rule_step(q, k, v, beta, S)), S.numel() * S.element_size()
+        q, v = randn(batch, heads, 1, d), randn(batch, heads, 1, d)  # (B, H, 1, d)
+        k = F.normalize(randn(batch, heads, 1, d), dim=-1)  # (B, H, 1, d_k)
+        beta = torch.rand(batch, heads, 1, generator=gen, device=device)  # (B, H, 1)
+        return (lambda: decay_recurrence(q, k, v, beta=beta, state=S)), S.numel() * S.element_size()
     channels = heads * d
     h = randn(batch, channels, STATE_N)  # (B, D, N)
     A = -torch.rand(channels, STATE_N, generator=gen, device=device)

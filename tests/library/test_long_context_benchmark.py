@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks.long_context import BACKWARD, METHODS, delta_rule_step, forward_fn, inputs, predicted, slope
-from course_utils.linear_attention import deltanet_chunkwise
+from benchmarks.long_context import BACKWARD, METHODS, forward_fn, inputs, predicted, slope
+from course_utils.linear_attention import decay_recurrence, deltanet_chunkwise
 
 
 def test_slope_and_prediction():
@@ -62,13 +62,13 @@ def test_training_methods_return_the_same_gradients():
             torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
 
 
-def test_delta_rule_step_continues_the_chunkwise_form():
+def test_delta_decoding_step_continues_the_chunkwise_form():
     gen = torch.Generator().manual_seed(0)
     q, v = torch.randn(2, 3, 21, 4, generator=gen, dtype=torch.float64), torch.randn(2, 3, 21, 5, dtype=torch.float64)
     k = F.normalize(torch.randn(2, 3, 21, 4, generator=gen, dtype=torch.float64), dim=-1)
     beta = torch.rand(2, 3, 21, generator=gen, dtype=torch.float64)
     everything = deltanet_chunkwise(q, k, v, beta, chunk_size=8)  # (B, H, 21, d_v)
     _, state = deltanet_chunkwise(q[:, :, :20], k[:, :, :20], v[:, :, :20], beta[..., :20], return_state=True)
-    out, new_state = delta_rule_step(q[:, :, 20], k[:, :, 20], v[:, :, 20], beta[..., 20], state)
-    torch.testing.assert_close(out, everything[:, :, 20], rtol=0, atol=1e-12)
+    out, new_state = decay_recurrence(q[:, :, 20:], k[:, :, 20:], v[:, :, 20:], beta=beta[..., 20:], state=state)
+    torch.testing.assert_close(out[:, :, 0], everything[:, :, 20], rtol=0, atol=1e-12)  # the benchmark's decoding step
     assert new_state.shape == (2, 3, 4, 5)

@@ -5,23 +5,11 @@ import math
 
 import pytest
 import torch
+from family_inputs import F32, F64, per_step, qkv
 
 from course_utils import xlstm as xl
 from course_utils import xlstm_blocks as xb
 from course_utils.xlstm import SLSTMCell
-
-F64 = dict(rtol=0, atol=1e-10)
-F32 = dict(rtol=1e-4, atol=1e-4)
-
-
-def qkv(dtype=torch.float64, seq_len=29, d_k=6, d_v=4, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(2, 3, seq_len, d, generator=gen).to(dtype) for d in (d_k, d_k, d_v))
-
-
-def per_step(seed, scale=1.0, dtype=torch.float64, seq_len=29):
-    return (scale * torch.randn(2, 3, seq_len, generator=torch.Generator().manual_seed(seed))).to(dtype)
-
 
 # --------------------------------------------------------------------------- mLSTM
 
