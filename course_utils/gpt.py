@@ -58,6 +58,7 @@ class GPTConfig:
     tie_weights: bool = True  # output projection shares the token embedding matrix
     residual: str = "plain"  # "plain" or "rezero"
     init: str = "gpt2"  # "gpt2" (std 0.02, depth-scaled projections) or "default" (PyTorch's)
+    gelu: str = "exact"  # "exact" erf GELU, or "tanh" (GPT-2's approximation, for loading its weights exactly)
 
     def __post_init__(self) -> None:
         if self.d_model % self.num_heads:
@@ -68,6 +69,7 @@ class GPTConfig:
             ("position", ("learned", "rope", "alibi")),
             ("residual", ("plain", "rezero")),
             ("init", ("gpt2", "default")),
+            ("gelu", ("exact", "tanh")),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -142,7 +144,8 @@ def make_ffn(config: GPTConfig) -> nn.Module:
     GELU (``transformer.FeedForward``) or unit 08's gated SwiGLU/GEGLU (``taming.GLUFeedForward``),
     of hidden width ``config.ffn_hidden``; its output projection is marked for the depth-scaled init."""
     if config.ffn == "gelu":
-        ffn = FeedForward(config.d_model, config.ffn_hidden, activation="gelu", bias=config.bias)
+        activation = "gelu_tanh" if config.gelu == "tanh" else "gelu"
+        ffn = FeedForward(config.d_model, config.ffn_hidden, activation=activation, bias=config.bias)
         ffn.linear2.residual = True
     else:
         ffn = GLUFeedForward(config.d_model, config.ffn_hidden, activation=config.ffn, bias=config.bias)

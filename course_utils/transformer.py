@@ -32,7 +32,13 @@ from .attention import MultiHeadAttention, causal_mask
 from .gated import TextClassifierConfig, _check_ids, masked_pool
 from .text import PAD_ID, lengths_to_mask
 
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU with the tanh approximation (GPT-2's ``gelu_new``): ``(...) -> (...)``, same shape."""
+    return F.gelu(x, approximate="tanh")
+
+
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": gelu_tanh}
 
 
 # --------------------------------------------------------------------------- positions
@@ -131,8 +137,9 @@ class FeedForward(nn.Module):
     """Position-wise MLP ``linear2(dropout(act(linear1(x))))``: ``(..., D) -> (..., D)``, width ``d_ff``.
 
     The same weights act on every position separately (a 1x1 convolution over time). ``activation``
-    is ``"relu"`` (the 2017 paper) or ``"gelu"`` (BERT, GPT, ViT); ``bias=False`` drops both biases
-    (as ``course_utils.gpt`` does by default). The gated variants are ``course_utils.taming.GLUFeedForward``.
+    is ``"relu"`` (the 2017 paper), ``"gelu"`` (BERT, GPT, ViT) or ``"gelu_tanh"`` (GPT-2's approximation);
+    ``bias=False`` drops both biases (as ``course_utils.gpt`` does by default). The gated variants are
+    ``course_utils.taming.GLUFeedForward``.
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True):
