@@ -4,8 +4,8 @@ the points of its test cell, run through the very test code nbgrader runs (hidde
 Part A's entries get BERT's rule or its random draws wrong (special tokens chosen, labels everywhere or only at the
 [MASK] positions, replacements drawn from the whole vocabulary, the draws in another order, ids changed in place).
 Part B's entries load GPT-2 wrongly (a Conv1D weight copied untransposed where its shape happens to fit, reshaped
-instead of transposed, biases or norms left out, the MLP width or the head count taken from the wrong field) or
-borrow its tensors instead of copying them. Part C's entries scale, initialise, freeze, merge or match names wrongly,
+instead of transposed, biases or norms left out, the exact GELU for GPT-2's tanh GELU, the MLP width or the head
+count taken from the wrong field) or borrow its tensors instead of copying them. Part C's entries scale, initialise, freeze, merge or match names wrongly,
 and two compute the right values through the dense (out, in) update B A in the forward pass, which the test's work
 watch refuses (``passes_unchecked``: full marks with the checks off, ``WrongMethod`` with them on).
 
@@ -34,6 +34,7 @@ MASK_LABELS = "labels = torch.where(chosen, ids, torch.full_like(ids, -100))  # 
 
 CONV_HIDDEN = "ffn_hidden=hf_config.n_inner or 4 * hf_config.n_embd,"
 CONV_HEADS = "num_heads=hf_config.n_head,"
+CONV_GELU = "        gelu=gelus[hf_config.activation_function],\n"
 CONV_BIAS = "bias=True,"
 CONV_NORM_BIAS = "        norm.bias.copy_(hf_norm.bias)\n"
 CONV_WEIGHT = "linear.weight.copy_(conv.weight.T)  # Conv1D stores (in, out); nn.Linear wants (out, in)"
@@ -116,7 +117,7 @@ def gpt2_to_course(hf_model):
     hf_config = hf_model.config
     model = GPT(GPTConfig(vocab_size=hf_config.vocab_size, block_size=hf_config.n_positions,
                           num_layers=hf_config.n_layer, num_heads=hf_config.n_head, d_model=hf_config.n_embd,
-                          bias=True))
+                          bias=True, gelu="tanh"))
     model.forward = lambda idx: hf_model(idx).logits  # the course model, GPT-2's logits
     return model
 """
@@ -129,7 +130,7 @@ def gpt2_to_course(hf_model):
     hf_config = hf_model.config
     model = GPT(GPTConfig(vocab_size=hf_config.vocab_size, block_size=hf_config.n_positions,
                           num_layers=hf_config.n_layer, num_heads=hf_config.n_head, d_model=hf_config.n_embd,
-                          bias=True))
+                          bias=True, gelu="tanh"))
     body, head = hf_model.transformer, hf_model.lm_head
     model.forward = lambda idx: head(gpt2.GPT2Model.forward(body, idx).last_hidden_state)
     return model
@@ -303,6 +304,7 @@ BANK = [
         "convert_answer",
         ((CONV_HIDDEN, "ffn_hidden=4 * hf_config.n_embd,"),),
     ),
+    _m("convert: the activation ignored (the exact GELU for GPT-2's gelu_new)", "convert_answer", ((CONV_GELU, ""),)),
     _m("convert: the head count read from n_layer", "convert_answer", ((CONV_HEADS, "num_heads=hf_config.n_layer,"),)),
     _m("convert: position embeddings not copied", "convert_answer", ((CONV_WPE, ""),)),
     _m("convert: the final LayerNorm ln_f not copied", "convert_answer", ((CONV_LNF, ""),)),

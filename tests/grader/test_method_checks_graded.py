@@ -41,6 +41,10 @@ CHEATS = {
         "scan: one dense block-triangular system, by torch.linalg.lu_solve",  # memory in T
         "delta: chunks, but each chunk's system solved row by row (forward substitution)",  # steps, not chunks
     ],
+    "11_pretraining": [
+        "lora: forward through the dense update x @ (s B A)^T",  # the work watch: the (out, in) matrix in forward
+        "frames: gpt2_to_course returns a value of its shape from its callers",  # nothing of its kind within reach
+    ],
 }
 
 
