@@ -13,6 +13,9 @@ from course_utils.lora import LoRALinear, add_lora, merge_lora, trainable_parame
 peft = pytest.importorskip("peft")
 transformers = pytest.importorskip("transformers")
 
+# transformers deprecates a name that peft still calls; not ours to fix
+pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")
+
 TOL = {torch.float32: 1e-6, torch.float64: 1e-12}
 
 
@@ -251,3 +254,10 @@ def test_value_errors():
     assert trainable_parameters(untouched) == sum(p.numel() for p in Small().parameters())  # checked before any change
     with pytest.raises(ValueError, match="no LoRALinear"):
         merge_lora(Small())
+
+
+def test_lora_parameters_follow_the_base_layer_dtype_and_device():
+    base = nn.Linear(5, 3, dtype=torch.float64, device="meta")
+    layer = LoRALinear(base, rank=2)
+    assert layer.lora_A.device.type == layer.lora_B.device.type == "meta"
+    assert layer.lora_A.dtype == layer.lora_B.dtype == torch.float64
