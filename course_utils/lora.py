@@ -127,7 +127,8 @@ def add_lora(
     model: nn.Module, targets: Sequence[str], rank: int, alpha: float | None = None, dropout: float = 0.0
 ) -> list[str]:
     """Wrap every ``nn.Linear`` of ``model`` whose qualified name equals a target or ends with
-    ``"." + target`` in a :class:`LoRALinear` (in place), and freeze every other parameter.
+    ``"." + target`` in a :class:`LoRALinear` (in place), and freeze every other parameter (the ``lora_A`` /
+    ``lora_B`` of LoRALinears already in the model are left as they are).
 
     Returns the qualified names replaced, in ``named_modules`` order. Linears already inside a LoRALinear
     are left alone. Raises ``ValueError`` if ``targets`` is empty or a bare string, or if nothing matches.
@@ -147,8 +148,10 @@ def add_lora(
             f"add_lora: no nn.Linear of the model matches targets {list(targets)}; "
             f"its nn.Linear modules include {linears[:6]}"
         )
+    adapters = {id(p) for m in model.modules() if isinstance(m, LoRALinear) for p in (m.lora_A, m.lora_B)}
     for p in model.parameters():
-        p.requires_grad_(False)
+        if id(p) not in adapters:  # as peft: earlier adapters stay as they are, everything else is frozen
+            p.requires_grad_(False)
     for name in found:
         _set_submodule(model, name, LoRALinear(model.get_submodule(name), rank, alpha, dropout))
     return found

@@ -219,6 +219,10 @@ def test_names_match_whole_components_and_are_not_wrapped_twice():
     first = add_lora(model, ["blocks.1.query"], rank=2)
     assert first == ["blocks.1.query"]
     assert add_lora(model, ["query"], rank=2) == ["blocks.0.query"]  # the wrapped one is not wrapped again
+    trainable = sorted(n for n, p in model.named_parameters() if p.requires_grad)
+    assert trainable == [
+        f"blocks.{i}.query.lora_{m}" for i in (0, 1) for m in "AB"
+    ]  # the first adapter stays trainable
     assert type(model.blocks[1]["query"].base) is nn.Linear
 
 
