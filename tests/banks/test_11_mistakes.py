@@ -59,7 +59,7 @@ LORA_MERGE_ADD = "self.base.weight += self.scaling * (self.lora_B @ self.lora_A)
 LORA_UNMERGE_SUB = "self.base.weight -= self.scaling * (self.lora_B @ self.lora_A)  # (out, in)"
 LORA_FREEZE_ALL = "for param in model.parameters():"
 LORA_MATCH = 'if isinstance(module, nn.Linear) and any(name == t or name.endswith("." + t) for t in targets):'
-LORA_SETATTR = "setattr(parent, child, LoRALinear(module, rank, alpha))"
+LORA_SETATTR = "parent.register_module(child, LoRALinear(module, rank, alpha))  # replaces the nn.Linear"
 
 
 def _reordered_draws() -> str:
