@@ -12,7 +12,7 @@ watch refuses (``passes_unchecked``: full marks with the checks off, ``WrongMeth
 The ``shortcut`` entries are whole answer cells that reach a blocked function another way: the course library's
 masking (``pretraining.mask_tokens`` by alias, ``decoding.mlm_mask`` by module path), ``transformers``'
 ``DataCollatorForLanguageModeling`` through an instance made without its constructor, the GPT-2 model's own
-forward pass behind the course model's ``forward``, ``peft``'s LoRA layer inside the module, ``get_peft_model`` by
+forward pass behind the course model's ``forward``, the library's ``convert.hf_to_gpt``, ``peft``'s LoRA layer inside the module, ``get_peft_model`` by
 module path and a subclass of ``course_utils.lora.LoRALinear``. Each must lose its points to the guard first, with
 ``ForbiddenCall``. The ``frames`` entries (``notebook_cells.frames_entries``) read a value of the answer's type and
 shape from their callers' frames; the tests compute every expected value after the call, so they find nothing."""
@@ -134,6 +134,14 @@ def gpt2_to_course(hf_model):
     body, head = hf_model.transformer, hf_model.lm_head
     model.forward = lambda idx: head(gpt2.GPT2Model.forward(body, idx).last_hidden_state)
     return model
+"""
+
+_CONV_LIBRARY = """\
+from course_utils.convert import hf_to_gpt as _load
+
+
+def gpt2_to_course(hf_model):
+    return _load(hf_model)
 """
 
 _LORA_LIBRARY_SUBCLASS = """\
@@ -335,6 +343,7 @@ BANK = [
         "convert_answer",
         source=_CONV_FORWARD_PATH,
     ),
+    _m("shortcut (library): course_utils.convert.hf_to_gpt under another name", "convert_answer", source=_CONV_LIBRARY),
     # ---------------------------------------------------------------- Part C: LoRALinear, add_lora
     _m(
         "lora: scaling = alpha (not alpha / rank)",
