@@ -157,7 +157,7 @@ ROW = re.compile(
 # that backs it must use that number, or it tests a weaker claim than the one the reader is told.
 BOUND = re.compile(
     r"(?:more than|less than|fewer than|at least|at most|above|below|under|over|within|exceeds?|beyond|"
-    r"by more than|by at least|[<>≤≥])\s*~?\s*\$?\s*(?P<num>\d+(?:[.,]\d+)?)\s*(?P<pct>%|\\%)?",
+    r"by more than|by at least|[<>≤≥])\s*~?\s*\$?\s*(?P<num>\d+(?:[.,]\d+)?(?:[eE][-+]?\d+)?)\s*(?P<pct>%|\\%)?",
     re.I,
 )
 
@@ -269,3 +269,8 @@ def test_numbers_in_reads_each_spelling_of_a_bound():
         1.0,
         3.0,
     }
+
+
+def test_a_bound_in_scientific_notation_is_read_whole():
+    # "within 1e-12" states the bound 1e-12, not 1: the checking cell must use 1e-12
+    assert [float(b["num"]) for b in BOUND.finditer("agree within 1e-12, and within 2.5E-6")] == [1e-12, 2.5e-6]
