@@ -46,6 +46,14 @@ One module per concern, grown unit by unit:
 - ``reversible`` unit 10: reversible residual blocks and a stack whose backward recomputes activations
 - ``recall``    unit 10: multi-query associative recall (MQAR) batches, small models for five token mixers
                 at equal parameters, their training and scoring
+- ``pretraining`` unit 11: BERT's masking (``mask_tokens``), a word-level corpus with a word-order task, a small
+                Pre-LN ``Encoder`` with a tied MLM head, ``pretrain_mlm``, a classifier and ``finetune``
+                (full, linear probe or LoRA)
+- ``lora``      unit 11: LoRA by hand with peft's conventions (``LoRALinear`` with merge and unmerge, ``add_lora``,
+                ``merge_lora``, ``trainable_parameters``)
+- ``convert``   unit 11: the course GPT and transformers' ``GPT2LMHeadModel``, weight for weight, both ways
+- ``hub``       unit 11: pretrained models offline first (a saved folder always; a hub name only with
+                ``COURSE_DOWNLOAD=1``, failing fast otherwise), a ``tokenizers`` BPE as a fast tokenizer
 
 The instructors' autograder is not part of it: it is the top-level package ``grader``.
 """
