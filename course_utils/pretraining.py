@@ -38,8 +38,7 @@ import torch.nn.functional as F
 
 from .data import bible_kjv_available, bible_kjv_text, python_docs_text
 from .decoding import IGNORE_INDEX, mlm_mask
-from .progress import progress as progress_bar
-from .training import History
+from .training import History, fit
 from .transformer import EncoderLayer
 
 SPECIALS = ("<pad>", "<unk>", "<cls>", "<mask>")
@@ -303,6 +302,19 @@ def _device_of(module: nn.Module) -> torch.device:
     return next(module.parameters()).device
 
 
+class _Batches:
+    """``steps`` batches, each drawn by ``draw()`` when asked: a sized loader for :func:`course_utils.training.fit`."""
+
+    def __init__(self, steps: int, draw) -> None:
+        self.steps, self.draw = steps, draw
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        return (self.draw() for _ in range(self.steps))
+
+
 def pretrain_mlm(
     encoder: Encoder,
     head: MLMHead,
@@ -323,20 +335,17 @@ def pretrain_mlm(
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
-    device, g = _device_of(encoder), torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
     params = list({id(p): p for p in [*encoder.parameters(), *head.parameters()]}.values())
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    history = History()
-    encoder.train()
-    for _ in progress_bar(range(steps), desc="MLM pre-training", disable=not progress):
+
+    def masked_batch() -> tuple[torch.Tensor, torch.Tensor]:
         batch = ids[torch.randint(ids.shape[0], (batch_size,), generator=g)]  # (B, T)
-        inputs, labels = mask_tokens(batch, encoder.config.vocab_size, MASK_ID, range(len(SPECIALS)), mask_prob, g)
-        loss = mlm_loss(encoder, head, inputs.to(device), labels.to(device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        history.step_loss.append(loss.item())
-        history.lr.append(lr)
+        return mask_tokens(batch, encoder.config.vocab_size, MASK_ID, range(len(SPECIALS)), mask_prob, g)
+
+    history = fit(
+        encoder, _Batches(steps, masked_batch), lambda enc, b: mlm_loss(enc, head, *b), opt, progress=progress
+    )
     encoder.eval()
     return history
 
@@ -375,18 +384,16 @@ def finetune(
         from .lora import add_lora
 
         add_lora(model.encoder, targets, rank, alpha)
-    device, g = _device_of(model), torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-    history = History()
-    model.train()
-    for _ in progress_bar(range(steps), desc=f"fine-tuning ({mode})", disable=not progress):
+
+    def labelled_batch() -> tuple[torch.Tensor, torch.Tensor]:
         rows = torch.randint(inputs.shape[0], (min(batch_size, inputs.shape[0]),), generator=g)  # (B,)
-        loss = F.cross_entropy(model(inputs[rows].to(device)), labels[rows].to(device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        history.step_loss.append(loss.item())
-        history.lr.append(lr)
+        return inputs[rows], labels[rows]
+
+    history = fit(
+        model, _Batches(steps, labelled_batch), lambda m, b: F.cross_entropy(m(b[0]), b[1]), opt, progress=progress
+    )
     model.eval()
     return history
 
