@@ -25,35 +25,8 @@ import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .text import PAD_ID, lengths_to_mask
-
-
-def _check_mask(mask: torch.Tensor | None, scores: torch.Tensor) -> None:
-    if mask is None:
-        return
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a bool tensor (True = attend), got {getattr(mask, 'dtype', type(mask))}")
-    try:
-        torch.broadcast_shapes(mask.shape, scores.shape)
-    except RuntimeError:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast against scores of shape "
-            f"{tuple(scores.shape)} (..., T_q, T_k); a (B, T_k) padding mask needs mask[:, None, :]"
-        ) from None
-
-
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Softmax over the LAST axis (the keys) of ``scores (..., T_q, T_k)``, ignoring masked keys.
-
-    Masked positions (``mask == False``) get weight exactly 0. A query whose keys are all
-    masked gets all-zero weights instead of NaN. Returns weights of the shape of ``scores``.
-    """
-    _check_mask(mask, scores)
-    if mask is None:
-        return scores.softmax(dim=-1)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    return weights.nan_to_num(0.0)  # rows with every key masked: 0/0 -> 0
+from .primitives import causal_mask, lengths_to_mask, masked_softmax  # noqa: F401 - causal_mask re-exported
+from .text import PAD_ID
 
 
 def scaled_dot_product_attention(
@@ -73,14 +46,6 @@ def scaled_dot_product_attention(
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., T_q, T_k)
     weights = masked_softmax(scores, mask)  # (..., T_q, T_k)
     return weights @ value, weights  # (..., T_q, d_v)
-
-
-def causal_mask(seq_len: int, device: torch.device | str | None = None, diagonal: int = 0) -> torch.Tensor:
-    """``(T, T)`` bool, True on and below the diagonal: position t may attend to 0..t only.
-
-    ``diagonal=-1`` gives the strictly lower triangle (``s < t``), as ``torch.tril`` counts diagonals.
-    """
-    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril(diagonal)
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:

@@ -26,9 +26,9 @@ import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .text import PAD_ID, lengths_to_mask
+from .primitives import POOLINGS, count_parameters, lengths_to_mask, masked_pool  # noqa: F401 - re-exported
+from .text import PAD_ID
 
-POOLINGS = ("last", "mean", "max")
 CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
 
@@ -204,37 +204,6 @@ def run_gru(
     return torch.stack(outputs, dim=1), h  # (B, T, H)
 
 
-# --------------------------------------------------------------------------- masks and pooling
-
-
-def masked_pool(outputs: torch.Tensor, mask: torch.Tensor, how: str = "last") -> torch.Tensor:
-    """Pool ``outputs (B, T, H)`` over the valid steps given by ``mask (B, T)`` bool -> ``(B, H)``.
-
-    ``mask`` must be a right-padded prefix mask (True then False) with at least one True per
-    row. ``"last"``: the output at the last valid step ``length - 1``; ``"mean"``: average of the
-    valid steps; ``"max"``: elementwise max over the valid steps (padding never wins).
-    """
-    if how not in POOLINGS:
-        raise ValueError(f"how must be one of {POOLINGS}, got {how!r}")
-    if not isinstance(outputs, torch.Tensor) or outputs.dim() != 3:
-        raise ValueError(f"outputs must be (B, T, H), got {getattr(outputs, 'shape', type(outputs).__name__)}")
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != tuple(outputs.shape[:2]):
-        raise ValueError(
-            f"mask must be a bool tensor of shape {tuple(outputs.shape[:2])}, "
-            f"got {getattr(mask, 'dtype', None)} {tuple(getattr(mask, 'shape', ()))}"
-        )
-    lengths = mask.sum(dim=1)  # (B,)
-    if (lengths == 0).any():
-        raise ValueError("every row of mask needs at least one True (an empty sequence cannot be pooled)")
-    if how == "last":
-        index = (lengths - 1).view(-1, 1, 1).expand(-1, 1, outputs.shape[2])  # (B, 1, H)
-        return outputs.gather(1, index).squeeze(1)  # (B, H)
-    m = mask.unsqueeze(-1)  # (B, T, 1)
-    if how == "mean":
-        return (outputs * m).sum(dim=1) / lengths.unsqueeze(-1).to(outputs.dtype)  # (B, H)
-    return outputs.masked_fill(~m, float("-inf")).amax(dim=1)  # (B, H)
-
-
 # --------------------------------------------------------------------------- the adding problem
 
 
@@ -283,11 +252,6 @@ class LastStepRegressor(nn.Module):
 
 
 # --------------------------------------------------------------------------- classifiers
-
-
-def count_parameters(module: nn.Module) -> int:
-    """Number of scalar parameters of ``module`` (``sum(p.numel())``)."""
-    return sum(p.numel() for p in module.parameters())
 
 
 @dataclass

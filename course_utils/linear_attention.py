@@ -30,8 +30,7 @@ from collections.abc import Callable
 
 import torch
 
-from .attention import causal_mask
-from .fast_attention import check_qkv
+from .primitives import causal_mask, check_qkv
 
 FeatureMap = Callable[[torch.Tensor], torch.Tensor] | None
 

@@ -18,8 +18,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .attention import causal_mask, masked_softmax
-from .fast_attention import check_qkv
+from .primitives import causal_mask, check_qkv, masked_softmax
 
 # --------------------------------------------------------------------------- LSH (Reformer)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .attention import causal_mask
+from .primitives import causal_mask
 
 
 def _check_wkv(w: object, u: object, k: object, v: object) -> None:

@@ -28,6 +28,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .primitives import causal_mask
+
 # --------------------------------------------------------------------------- learning-rate schedule
 
 
@@ -255,7 +257,7 @@ def alibi_bias(num_heads: int, seq_len: int, causal: bool = True) -> torch.Tenso
     distance = (position[:, None] - position[None, :]).abs().float()  # (T, T)
     bias = -alibi_slopes(num_heads)[:, None, None] * distance  # (H, T, T)
     if causal:
-        future = torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1)  # (T, T)
+        future = ~causal_mask(seq_len)  # (T, T): key j after query i
         bias = bias.masked_fill(future, float("-inf"))
     return bias
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .primitives import lengths_to_mask  # noqa: F401 - re-exported: unit 01's padding masks
+
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -174,14 +176,6 @@ def pad_batch(
     for b, row in enumerate(rows):
         ids[b, : len(row)] = torch.tensor(row, dtype=torch.long)
     return ids, lengths, lengths_to_mask(lengths, ids.shape[1])
-
-
-def lengths_to_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
-    """``lengths (B,)`` integer -> ``mask (B, T)`` bool, True on the first ``lengths[b]`` steps."""
-    if not isinstance(lengths, torch.Tensor) or lengths.dim() != 1 or lengths.is_floating_point():
-        raise ValueError(f"lengths must be a 1-D integer tensor, got {getattr(lengths, 'shape', lengths)!r}")
-    max_len = int(lengths.max()) if max_len is None else max_len
-    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
 
 
 def collate(

@@ -28,9 +28,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention, causal_mask
-from .gated import TextClassifierConfig, _check_ids, masked_pool
-from .text import PAD_ID, lengths_to_mask
+from .attention import MultiHeadAttention
+from .gated import TextClassifierConfig, _check_ids
+from .primitives import causal_mask, masked_pool, padding_mask
+from .text import PAD_ID
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -123,11 +124,6 @@ class LearnedPositionalEmbedding(nn.Module):
         _check_embedded(x, self.d_model, self.max_len, "LearnedPositionalEmbedding")
         positions = torch.arange(x.shape[1], device=x.device)  # (T,)
         return x + self.embed(positions)  # (B, T, D)
-
-
-def padding_mask(lengths: torch.Tensor, seq_len: int) -> torch.Tensor:
-    """``lengths (B,)`` -> key mask ``(B, 1, 1, T)`` bool, True on real tokens (broadcasts over H, T_q)."""
-    return lengths_to_mask(lengths, seq_len)[:, None, None, :]
 
 
 # --------------------------------------------------------------------------- layers

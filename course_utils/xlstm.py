@@ -19,9 +19,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import causal_mask
-from .fast_attention import check_qkv
 from .linear_attention import _per_step
+from .primitives import causal_mask, check_qkv
 
 # --------------------------------------------------------------------------- mLSTM (xLSTM)
 
