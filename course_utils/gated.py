@@ -259,7 +259,8 @@ class TextClassifierConfig:
     """What every text classifier of the course shares: token ids ``(B, T)`` -> embeddings of width
     ``d_model`` (``pad_id`` embeds to zeros) -> ``num_layers`` of an encoder -> ``pooling`` over the
     real tokens -> logits ``(B, num_classes)``. Each model extends it with its encoder's fields:
-    :class:`ClassifierConfig` here, ``course_utils.transformer.ClassifierConfig`` in unit 07."""
+    :class:`SequenceClassifierConfig` here, ``course_utils.transformer.TransformerClassifierConfig``
+    in unit 07."""
 
     vocab_size: int
     num_classes: int = 2
@@ -271,12 +272,15 @@ class TextClassifierConfig:
 
 
 @dataclass
-class ClassifierConfig(TextClassifierConfig):
+class SequenceClassifierConfig(TextClassifierConfig):
     """The recurrent :class:`SequenceClassifier`'s configuration: a (bi)RNN/LSTM/GRU encoder."""
 
     hidden_size: int = 64  # recurrent state width H
     cell: str = "lstm"  # "rnn" | "lstm" | "gru"
     bidirectional: bool = False
+
+
+ClassifierConfig = SequenceClassifierConfig  # unit 05's name for it (lecture 05 calls gated.ClassifierConfig)
 
 
 class SequenceClassifier(nn.Module):
@@ -288,7 +292,7 @@ class SequenceClassifier(nn.Module):
     final backward state (at step 0), concatenated.
     """
 
-    def __init__(self, config: ClassifierConfig):
+    def __init__(self, config: SequenceClassifierConfig):
         super().__init__()
         if config.cell not in CELLS:
             raise ValueError(f"cell must be one of {sorted(CELLS)}, got {config.cell!r}")

@@ -280,7 +280,7 @@ def _positions(kind: str, d_model: int, max_len: int) -> nn.Module:
 
 
 @dataclass
-class ClassifierConfig(TextClassifierConfig):
+class TransformerClassifierConfig(TextClassifierConfig):
     """:class:`TransformerClassifier`'s configuration: unit 05's text-classifier fields (vocabulary,
     classes, width D, layers, pooling, dropout, padding id) with a transformer encoder's."""
 
@@ -293,6 +293,9 @@ class ClassifierConfig(TextClassifierConfig):
     norm_first: bool = False
 
 
+ClassifierConfig = TransformerClassifierConfig  # unit 07's name for it (lecture 07 calls tfm.ClassifierConfig)
+
+
 class TransformerClassifier(nn.Module):
     """Encoder-only classifier: embedding + positions -> encoder layers -> masked pooling -> linear.
 
@@ -300,7 +303,7 @@ class TransformerClassifier(nn.Module):
     in every attention and left out of the pooling.
     """
 
-    def __init__(self, config: ClassifierConfig):
+    def __init__(self, config: TransformerClassifierConfig):
         super().__init__()
         if config.pooling not in ("mean", "max"):
             raise ValueError(f"pooling must be 'mean' or 'max', got {config.pooling!r}")

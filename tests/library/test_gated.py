@@ -7,9 +7,9 @@ import torch.nn as nn
 from course_utils.gated import (
     ADDING_TRIVIAL_MSE,
     BagOfEmbeddings,
-    ClassifierConfig,
     LastStepRegressor,
     SequenceClassifier,
+    SequenceClassifierConfig,
     adding_problem,
     count_parameters,
     gru_cell,
@@ -183,7 +183,7 @@ def test_parameter_counts():
 )
 def test_classifier_ignores_padding(cell, bidirectional, pooling, layers):
     torch.manual_seed(6)
-    cfg = ClassifierConfig(
+    cfg = SequenceClassifierConfig(
         vocab_size=20,
         cell=cell,
         bidirectional=bidirectional,
@@ -204,7 +204,7 @@ def test_classifier_ignores_padding(cell, bidirectional, pooling, layers):
 
 def test_classifier_last_is_final_state():
     torch.manual_seed(7)
-    model = SequenceClassifier(ClassifierConfig(vocab_size=10, d_model=4, hidden_size=3)).eval()
+    model = SequenceClassifier(SequenceClassifierConfig(vocab_size=10, d_model=4, hidden_size=3)).eval()
     ids, lengths = torch.tensor([[1, 2, 3, 0], [4, 5, 6, 7]]), torch.tensor([3, 4])
     outputs, _ = model.rnn(model.embed(ids))
     expected = model.head(masked_pool(outputs, lengths_to_mask(lengths), "last"))

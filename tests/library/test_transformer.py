@@ -9,13 +9,13 @@ import torch.nn as nn
 from course_utils.attention import causal_mask
 from course_utils.seq2seq import Seq2SeqData, greedy_decode, seq2seq_loss
 from course_utils.transformer import (
-    ClassifierConfig,
     DecoderLayer,
     EncoderLayer,
     FeedForward,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     TransformerClassifier,
+    TransformerClassifierConfig,
     TransformerSeq2Seq,
     padding_mask,
     shift_matrix,
@@ -140,7 +140,7 @@ def test_encoder_without_positions_is_permutation_equivariant_and_positions_brea
 
 def test_classifier_ignores_padding_and_has_the_seed_recipe_size():
     torch.manual_seed(4)
-    model = TransformerClassifier(ClassifierConfig(vocab_size=20)).eval()
+    model = TransformerClassifier(TransformerClassifierConfig(vocab_size=20)).eval()
     assert model.config.d_model == 32 and model.config.num_heads == 2 and model.config.num_layers == 1
     ids = torch.tensor([[5, 6, 7, 0], [8, 9, 0, 0]])
     lengths = torch.tensor([3, 2])
@@ -149,7 +149,7 @@ def test_classifier_ignores_padding_and_has_the_seed_recipe_size():
     padded = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)
     assert torch.allclose(model(padded, lengths), logits, atol=1e-5)
     with pytest.raises(ValueError, match="pooling"):
-        TransformerClassifier(ClassifierConfig(vocab_size=5, pooling="last"))
+        TransformerClassifier(TransformerClassifierConfig(vocab_size=5, pooling="last"))
     with pytest.raises(ValueError, match=r"lengths must lie in \[1, T=4\]"):  # unit 05's id checks
         model(ids, torch.tensor([3, 0]))
 
@@ -188,3 +188,15 @@ def test_seq2seq_learns_to_reverse_a_few_strings():
     assert data.evaluate(model, pairs, max_len=5)["exact_match"] == 1.0
     src, src_lengths, _, _ = batch
     assert greedy_decode(model, src, src_lengths, 5).shape[0] == len(pairs)
+
+
+def test_each_classifier_config_is_defined_once_and_keeps_its_unit_name():
+    from course_utils import gated, transformer
+
+    assert transformer.ClassifierConfig is TransformerClassifierConfig  # lecture 07's name
+    assert gated.ClassifierConfig is gated.SequenceClassifierConfig  # lecture 05's name
+    assert TransformerClassifierConfig is not gated.SequenceClassifierConfig
+    assert issubclass(TransformerClassifierConfig, gated.TextClassifierConfig)
+    assert issubclass(gated.SequenceClassifierConfig, gated.TextClassifierConfig)
+    assert TransformerClassifierConfig(vocab_size=5).pooling == "max"
+    assert gated.SequenceClassifierConfig(vocab_size=5).pooling == "last"
