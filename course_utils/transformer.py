@@ -151,29 +151,13 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(self.activation(self.linear1(x))))  # (..., D)
 
 
-@torch.no_grad()
-def _copy_common(layer: nn.Module, reference: nn.Module, norms: int) -> None:
-    if reference.norm_first != layer.norm_first:
-        raise ValueError(f"reference has norm_first={reference.norm_first}, this layer {layer.norm_first}")
-    activation = getattr(reference, "activation", None)
-    if callable(activation) and not isinstance(activation, nn.Module) and activation is not layer.ffn.activation:
-        raise ValueError(f"reference uses activation {activation.__name__}, this layer {layer.ffn.activation.__name__}")
-    layer.self_attn.from_torch(reference.self_attn)
-    for name in ("linear1", "linear2"):
-        getattr(layer.ffn, name).load_state_dict(getattr(reference, name).state_dict())
-    for k in range(1, norms + 1):
-        getattr(layer, f"norm{k}").load_state_dict(getattr(reference, f"norm{k}").state_dict())
+class _ResidualLayer(nn.Module):
+    """What the encoder and decoder layers share: self-attention, optionally cross-attention, a
+    :class:`FeedForward`, ``num_norms`` LayerNorms and one dropout, built in that order (so the
+    random initialisation follows the same sequence as before the two layers shared it)."""
 
-
-class EncoderLayer(nn.Module):
-    """Self-attention and a position-wise MLP, each wrapped in a residual connection and LayerNorm.
-
-    Post-LN (``norm_first=False``): ``x = norm1(x + SA(x)); x = norm2(x + FFN(x))``.
-    Pre-LN (``norm_first=True``):  ``x = x + SA(norm1(x)); x = x + FFN(norm2(x))``.
-    ``forward(x (B, T, D), mask)`` -> ``(B, T, D)``; ``mask`` broadcastable to ``(B, H, T, T)``,
-    True = attend (e.g. :func:`padding_mask`, or a causal mask for a decoder-only model).
-    Dropout sits on each sublayer's output (and inside the MLP), as in ``nn.TransformerEncoderLayer``.
-    """
+    cross_attention = False
+    num_norms = 2
 
     def __init__(
         self,
@@ -188,13 +172,44 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads)
+        if self.cross_attention:
+            self.cross_attn = MultiHeadAttention(d_model, num_heads)
         self.ffn = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        for k in range(1, self.num_norms + 1):
+            setattr(self, f"norm{k}", nn.LayerNorm(d_model, eps=layer_norm_eps))
         self.dropout = nn.Dropout(dropout)
 
     def _sa(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         return self.dropout(self.self_attn(x, x, x, mask)[0])  # (B, T, D)
+
+    @torch.no_grad()
+    def _copy_from(self, reference: nn.Module) -> None:
+        """Copy self-attention, the MLP and the norms of a ``nn.TransformerEncoderLayer`` / ``DecoderLayer``."""
+        if reference.norm_first != self.norm_first:
+            raise ValueError(f"reference has norm_first={reference.norm_first}, this layer {self.norm_first}")
+        activation = getattr(reference, "activation", None)
+        if callable(activation) and not isinstance(activation, nn.Module) and activation is not self.ffn.activation:
+            raise ValueError(
+                f"reference uses activation {activation.__name__}, this layer {self.ffn.activation.__name__}"
+            )
+        self.self_attn.from_torch(reference.self_attn)
+        for name in ("linear1", "linear2"):
+            getattr(self.ffn, name).load_state_dict(getattr(reference, name).state_dict())
+        for k in range(1, self.num_norms + 1):
+            getattr(self, f"norm{k}").load_state_dict(getattr(reference, f"norm{k}").state_dict())
+
+
+class EncoderLayer(_ResidualLayer):
+    """Self-attention and a position-wise MLP, each wrapped in a residual connection and LayerNorm.
+
+    ``EncoderLayer(d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu",
+    layer_norm_eps=1e-5)``.
+    Post-LN (``norm_first=False``): ``x = norm1(x + SA(x)); x = norm2(x + FFN(x))``.
+    Pre-LN (``norm_first=True``):  ``x = x + SA(norm1(x)); x = x + FFN(norm2(x))``.
+    ``forward(x (B, T, D), mask)`` -> ``(B, T, D)``; ``mask`` broadcastable to ``(B, H, T, T)``,
+    True = attend (e.g. :func:`padding_mask`, or a causal mask for a decoder-only model).
+    Dropout sits on each sublayer's output (and inside the MLP), as in ``nn.TransformerEncoderLayer``.
+    """
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if self.norm_first:
@@ -205,37 +220,24 @@ class EncoderLayer(nn.Module):
 
     def from_torch(self, reference: nn.TransformerEncoderLayer) -> EncoderLayer:
         """Copy the weights of a ``nn.TransformerEncoderLayer`` (same sizes and ``norm_first``)."""
-        _copy_common(self, reference, norms=2)
+        self._copy_from(reference)
         return self
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_ResidualLayer):
     """Causal self-attention, cross-attention to the encoder's output, and an MLP (add & norm each).
 
+    Built with the arguments of :class:`EncoderLayer`.
     Post-LN: ``y = norm1(y + SA(y)); y = norm2(y + CA(y, memory)); y = norm3(y + FFN(y))``;
     Pre-LN puts each norm on the sublayer's input instead. ``forward(y (B, T, D), memory (B, S, D),
     self_mask, memory_mask)`` -> ``(B, T, D)``; ``self_mask`` broadcastable to ``(B, H, T, T)``
-    (a causal mask: :func:`course_utils.attention.causal_mask`), ``memory_mask`` to ``(B, H, T, S)``.
+    (a causal mask: :func:`course_utils.primitives.causal_mask`), ``memory_mask`` to ``(B, H, T, S)``.
+    ``cross_weights`` keeps the cross-attention weights ``(B, H, T, S)`` of the last call, for plots.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        activation: str = "relu",
-        layer_norm_eps: float = 1e-5,
-    ):
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads)
-        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model, eps=layer_norm_eps) for _ in range(3))
-        self.dropout = nn.Dropout(dropout)
-        self.cross_weights: torch.Tensor | None = None  # (B, H, T, S) of the last call, for plots
+    cross_attention = True
+    num_norms = 3
+    cross_weights: torch.Tensor | None = None
 
     def _ca(self, y: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         out, weights = self.cross_attn(y, memory, memory, mask)  # (B, T, D), (B, H, T, S)
@@ -249,20 +251,19 @@ class DecoderLayer(nn.Module):
         self_mask: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        sa = lambda z: self.dropout(self.self_attn(z, z, z, self_mask)[0])  # noqa: E731
         if self.norm_first:
-            y = y + sa(self.norm1(y))
+            y = y + self._sa(self.norm1(y), self_mask)
             y = y + self._ca(self.norm2(y), memory, memory_mask)
             return y + self.dropout(self.ffn(self.norm3(y)))  # (B, T, D)
-        y = self.norm1(y + sa(y))
+        y = self.norm1(y + self._sa(y, self_mask))
         y = self.norm2(y + self._ca(y, memory, memory_mask))
         return self.norm3(y + self.dropout(self.ffn(y)))  # (B, T, D)
 
-    @torch.no_grad()
     def from_torch(self, reference: nn.TransformerDecoderLayer) -> DecoderLayer:
         """Copy the weights of a ``nn.TransformerDecoderLayer`` (its ``multihead_attn`` is our ``cross_attn``)."""
-        _copy_common(self, reference, norms=3)
-        self.cross_attn.from_torch(reference.multihead_attn)
+        self._copy_from(reference)
+        with torch.no_grad():
+            self.cross_attn.from_torch(reference.multihead_attn)
         return self
 
 
