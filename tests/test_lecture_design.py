@@ -1,4 +1,4 @@
-"""The lectures' validation design, checked statically (the README's "How lectures are validated").
+"""The lectures' validation design, checked statically (docs/validation.md, "How lectures are validated").
 
 Lectures are executed once and validated by nbval on whatever machine runs `make test`: another CPU
 generation, ARM, a CUDA GPU, and (a second pass) this CPU under emulated other-ISA arithmetic. So:
