@@ -11,7 +11,9 @@ float32 or float64, is causal unless told otherwise, and returns ``(B, H, T, d_v
   :func:`flash_attention` (the ``autograd.Function`` :class:`TiledAttention`) puts both passes together:
   the same gradients as autograd through SDPA, and no ``(T, T)`` tensor in either pass;
 - :class:`KVCache`, :func:`generate_with_cache`, :func:`generate_without_cache`: greedy (or sampled)
-  decoding with :class:`course_utils.gpt.GPT`, with and without a key-value cache; same tokens;
+  decoding with :class:`course_utils.gpt.GPT`, with and without a key-value cache; same tokens. The cache
+  is an option of the GPT's own forward pass and of :func:`course_utils.gpt.generate` (``use_cache=True``);
+  these names are kept for unit 10, and :class:`KVCache` lives in :mod:`course_utils.self_attention`;
 
 The Reformer's approximation by hashing is in :mod:`course_utils.reformer`.
 
@@ -26,29 +28,23 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
-from .attention import causal_mask
-from .decoding import sample_next
-from .gpt import apply_rope
+from .gpt import GPT, check_fits, generate
+from .primitives import causal_mask, check_qkv
+from .self_attention import KVCache
 
-
-def check_qkv(q: object, k: object, v: object, same_length: bool = True) -> None:
-    """Raise ``ValueError`` unless ``q, k (B, H, T, d_k)``, ``v (B, H, T, d_v)`` are floating tensors that fit."""
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor) or x.dim() != 4 or not x.is_floating_point():
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            dtype = x.dtype if isinstance(x, torch.Tensor) else ""
-            raise ValueError(f"{name} must be a 4-D floating tensor (B, H, T, d), got {shape} {dtype}")
-    if q.shape[:2] != k.shape[:2] or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"shapes do not fit: q {tuple(q.shape)} (B, H, T, d_k), k {tuple(k.shape)} (B, H, T, d_k), "
-            f"v {tuple(v.shape)} (B, H, T, d_v)"
-        )
-    if same_length and q.shape[2] != k.shape[2]:
-        raise ValueError(f"causal attention needs as many queries as keys: q {tuple(q.shape)}, k {tuple(k.shape)}")
-    if not q.dtype == k.dtype == v.dtype:
-        raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+__all__ = [
+    "KVCache",
+    "TiledAttention",
+    "check_qkv",
+    "flash_attention",
+    "forward_with_cache",
+    "generate_with_cache",
+    "generate_without_cache",
+    "naive_attention",
+    "tiled_attention",
+    "tiled_attention_backward",
+]
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
@@ -221,137 +217,30 @@ def flash_attention(
 # --------------------------------------------------------------------------- key-value cache for GPT
 
 
-class KVCache:
-    """Keys and values of every layer of a :class:`course_utils.gpt.GPT`, preallocated for ``max_len`` tokens.
-
-    ``keys[i]``, ``values[i]``: ``(B, H, max_len, d_head)``; ``length`` tokens are filled.
-    :meth:`append` writes new entries of layer ``i`` and returns that layer's filled keys and values.
-    Memory: ``2 * num_layers * B * H * max_len * d_head`` numbers (:attr:`nbytes`), linear in the length.
-    """
-
-    def __init__(self, num_layers: int, batch_size: int, num_heads: int, max_len: int, d_head: int, **tensor_kw):
-        shape = (batch_size, num_heads, max_len, d_head)
-        self.keys = [torch.zeros(shape, **tensor_kw) for _ in range(num_layers)]
-        self.values = [torch.zeros(shape, **tensor_kw) for _ in range(num_layers)]
-        self.max_len, self.length = max_len, 0
-
-    @property
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
-
-    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store ``k, v (B, H, T_new, d_head)`` after the ``length`` cached tokens of ``layer``;
-        return ``(B, H, length + T_new, d_head)`` each. Call :meth:`advance` once all layers are done."""
-        end = self.length + k.shape[2]
-        if end > self.max_len:
-            raise ValueError(f"cache holds {self.max_len} tokens; {self.length} + {k.shape[2]} do not fit")
-        self.keys[layer][:, :, self.length : end] = k
-        self.values[layer][:, :, self.length : end] = v
-        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
-
-    def advance(self, num_tokens: int) -> None:
-        self.length += num_tokens
-
-
-def _cached_attention(attn, x: torch.Tensor, cache: KVCache, layer: int, rope, bias) -> torch.Tensor:
-    """``course_utils.gpt.CausalSelfAttention`` on new tokens ``x (B, T_new, D)`` attending to the cache too."""
-    batch_size, seq_len, d_model = x.shape
-    q, k, v = attn.qkv(x).split(d_model, dim=-1)  # (B, T_new, D) each
-    q, k, v = (t.view(batch_size, seq_len, attn.num_heads, -1).transpose(1, 2) for t in (q, k, v))  # (B, H, T_new, dh)
-    if rope is not None:
-        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-    keys, values = cache.append(layer, k, v)  # (B, H, L + T_new, d_head)
-    if bias is None:  # new token i sits at position L + i and may see keys 0 .. L + i
-        bias = torch.ones(seq_len, keys.shape[2], dtype=torch.bool, device=x.device).tril(cache.length)
-    out = F.scaled_dot_product_attention(
-        q, keys, values, attn_mask=bias if bias.dtype == torch.bool else bias.to(q.dtype)
-    )
-    return attn.proj(out.transpose(1, 2).reshape(batch_size, seq_len, d_model))  # (B, T_new, D)
-
-
 @torch.no_grad()
-def forward_with_cache(model, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
-    """Logits ``(B, T_new, V)`` of a ``GPT`` for new tokens ``idx (B, T_new)`` that follow the ``cache.length``
-    tokens already cached; the new keys and values are added to ``cache``. Works for every ``GPTConfig``
-    (learned/RoPE/ALiBi positions, Pre-/Post-LN, ReZero) by calling the model's own submodules."""
-    config = model.config
-    start, seq_len = cache.length, idx.shape[1]
-    if start + seq_len > config.block_size:
-        raise ValueError(f"{start} cached + {seq_len} new tokens exceed block_size={config.block_size}")
-    x = model.tok_emb(idx)  # (B, T_new, D)
-    rope = bias = None
-    if model.pos_emb is not None:
-        x = x + model.pos_emb(torch.arange(start, start + seq_len, device=idx.device))  # (B, T_new, D)
-    elif config.position == "rope":
-        rope = (model.rope_cos[start : start + seq_len], model.rope_sin[start : start + seq_len])  # (T_new, d_head)
-    else:
-        bias = model.alibi[:, start : start + seq_len, : start + seq_len]  # (H, T_new, L + T_new)
-    for layer, block in enumerate(model.blocks):
-        if block.rezero:
-            x = x + block.attn.alpha * _cached_attention(block.attn.sublayer, x, cache, layer, rope, bias)
-            x = block.ffn(x)
-        elif block.norm_first:
-            x = x + _cached_attention(block.attn, block.norm1(x), cache, layer, rope, bias)
-            x = x + block.ffn(block.norm2(x))
-        else:
-            x = block.norm1(x + _cached_attention(block.attn, x, cache, layer, rope, bias))
-            x = block.norm2(x + block.ffn(x))
-    cache.advance(seq_len)
-    return model.head(model.norm_f(x))  # (B, T_new, V)
+def forward_with_cache(model: GPT, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """Logits ``(B, T_new, V)`` of a :class:`~course_utils.gpt.GPT` for new tokens ``idx (B, T_new)`` that follow
+    the ``cache.length`` tokens already cached; the new keys and values are added to ``cache``. It is
+    ``model(idx, cache)`` without gradients: every ``GPTConfig`` works (learned/RoPE/ALiBi positions,
+    Pre-/Post-LN, ReZero), since the cache is an option of the model's own forward pass."""
+    return model(idx, cache)
 
 
-def _check_prompt(model, idx: object, max_new_tokens: int) -> None:
-    if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype != torch.long or idx.shape[1] < 1:
-        raise ValueError(f"prompt must be a (B, T0) long tensor with T0 >= 1, got {getattr(idx, 'shape', idx)!r}")
-    if idx.shape[1] + max_new_tokens > model.config.block_size:
-        raise ValueError(
-            f"prompt {idx.shape[1]} + {max_new_tokens} new tokens exceed block_size={model.config.block_size}"
-        )
-
-
-def _pick(logits: torch.Tensor, temperature: float, generator) -> torch.Tensor:
-    if temperature == 0:
-        return logits.argmax(-1)  # (B,)
-    return sample_next(logits, temperature, generator=generator)  # (B,)
-
-
-@torch.no_grad()
 def generate_with_cache(
-    model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, generator=None
+    model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, generator=None
 ) -> torch.Tensor:
     """Decode ``max_new_tokens`` after ``idx (B, T0)`` with a :class:`KVCache`: one forward pass over the
     prompt, then one token per step. Returns ``(B, T0 + max_new_tokens)``. ``temperature`` 0 is greedy.
-    The whole sequence must fit in ``model.config.block_size``."""
-    _check_prompt(model, idx, max_new_tokens)
-    was_training = model.training
-    model.eval()
-    config = model.config
-    param = next(model.parameters())
-    cache = KVCache(
-        config.num_layers, idx.shape[0], config.num_heads, idx.shape[1] + max_new_tokens,
-        config.d_model // config.num_heads, dtype=param.dtype, device=param.device,
-    )  # fmt: skip
-    logits = forward_with_cache(model, idx, cache)[:, -1].float()  # (B, V)
-    for _ in range(max_new_tokens):
-        next_id = _pick(logits, temperature, generator)  # (B,)
-        idx = torch.cat([idx, next_id[:, None]], dim=1)  # (B, T + 1)
-        if idx.shape[1] < cache.max_len:
-            logits = forward_with_cache(model, next_id[:, None], cache)[:, -1].float()  # (B, V)
-    model.train(was_training)
-    return idx
+    The whole sequence must fit in ``model.config.block_size``. It is
+    ``course_utils.gpt.generate(..., use_cache=True)``."""
+    return generate(model, idx, max_new_tokens, temperature, generator=generator, use_cache=True)
 
 
-@torch.no_grad()
 def generate_without_cache(
-    model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, generator=None
+    model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, generator=None
 ) -> torch.Tensor:
     """The same decoding as :func:`generate_with_cache`, recomputing the whole prefix at every step
-    (``T`` forward passes over ``1, 2, ... T`` tokens: quadratic work). Returns ``(B, T0 + max_new_tokens)``."""
-    _check_prompt(model, idx, max_new_tokens)
-    was_training = model.training
-    model.eval()
-    for _ in range(max_new_tokens):
-        logits = model(idx)[:, -1].float()  # (B, V)
-        idx = torch.cat([idx, _pick(logits, temperature, generator)[:, None]], dim=1)  # (B, T + 1)
-    model.train(was_training)
-    return idx
+    (``T`` forward passes over ``1, 2, ... T`` tokens: quadratic work). Returns ``(B, T0 + max_new_tokens)``;
+    the whole sequence must fit in ``block_size`` here too, so that both see the same context."""
+    check_fits(model, idx, max_new_tokens)
+    return generate(model, idx, max_new_tokens, temperature, generator=generator)

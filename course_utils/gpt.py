@@ -23,6 +23,8 @@ with ``is_causal=True`` (unit 06 shows it equals attention written by hand).
     logits = model(idx)                                  # (B, T) long -> (B, T, V)
     loss = model.loss(idx, targets)                      # mean cross-entropy, nats per token
     text_ids = generate(model, prompt, 100, temperature=0.8, top_k=20)
+    text_ids = generate(model, prompt, 100, use_cache=True)   # the same tokens, each run through once
+    logits = model(next_ids, cache)                      # with cache = model.new_cache(B, max_len): unit 10
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .decoding import sample_next
-from .gated import count_parameters
+from .primitives import count_parameters
+from .self_attention import FusedSelfAttention, KVCache
 from .taming import GLUFeedForward, ReZero, alibi_bias
 from .transformer import FeedForward
 
@@ -111,32 +114,42 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 # --------------------------------------------------------------------------- the blocks
 
 
-class CausalSelfAttention(nn.Module):
+class CausalSelfAttention(FusedSelfAttention):
+    """Causal multi-head self-attention of a GPT block, through ``F.scaled_dot_product_attention``.
+
+    ``forward(x (B, T, D), rope, bias, cache, layer) -> (B, T, D)``. ``rope``: ``cos, sin (T, d_head)``
+    to rotate queries and keys; ``bias (H, T, L + T)``, if given, is added to the scores and already
+    holds ``-inf`` above the diagonal (ALiBi). With a :class:`~course_utils.self_attention.KVCache`, the
+    ``T`` new tokens follow ``L = cache.length`` cached ones: their keys and values join layer ``layer``
+    of the cache, and token ``i`` attends to keys ``0 .. L + i``.
+    """
+
     def __init__(self, config: GPTConfig):
-        super().__init__()
-        self.num_heads, self.dropout = config.num_heads, config.dropout
-        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
-        self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
+        super().__init__(config.d_model, config.num_heads, bias=config.bias, dropout=config.dropout)
         self.proj.residual = True  # scaled at initialisation
 
     def forward(
-        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None, bias: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+        bias: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        layer: int = 0,
     ) -> torch.Tensor:
-        """``x (B, T, D)`` -> ``(B, T, D)``; ``bias (H, T, T)``, if given, is added to the scores and must
-        already hold ``-inf`` above the diagonal (ALiBi)."""
-        batch_size, seq_len, d_model = x.shape
-        q, k, v = self.qkv(x).split(d_model, dim=-1)  # (B, T, D) each
-        q, k, v = (
-            t.view(batch_size, seq_len, self.num_heads, -1).transpose(1, 2) for t in (q, k, v)
-        )  # (B, H, T, d_head)
+        q, k, v = self.project(x)  # (B, H, T, d_head) each
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        dropout_p = self.dropout if self.training else 0.0
-        if bias is None:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)  # (B, H, T, d_head)
+        if cache is not None:
+            k, v = cache.append(layer, k, v)  # (B, H, L + T, d_head)
+            if bias is None:  # new token i sits at position L + i and may see keys 0 .. L + i
+                bias = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x.device).tril(cache.length)
+            mask = bias if bias.dtype == torch.bool else bias.to(q.dtype)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout_p())
+        elif bias is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout_p())
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout_p)
-        return self.proj(out.transpose(1, 2).reshape(batch_size, seq_len, d_model))  # (B, T, D)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.dropout_p())
+        return self.merge(out)  # (B, T, D)
 
 
 def make_ffn(config: GPTConfig) -> nn.Module:
@@ -154,8 +167,9 @@ def make_ffn(config: GPTConfig) -> nn.Module:
 
 
 class Block(nn.Module):
-    """One transformer block, ``forward(x (B, T, D), rope, bias) -> (B, T, D)``: causal self-attention,
-    then the MLP, each in a residual connection (Pre-LN, Post-LN or ReZero, as ``config`` says)."""
+    """One transformer block, ``forward(x (B, T, D), rope, bias, cache, layer) -> (B, T, D)``: causal
+    self-attention, then the MLP, each in a residual connection (Pre-LN, Post-LN or ReZero, as ``config``
+    says). ``rope``, ``bias``, ``cache`` and ``layer`` go to :class:`CausalSelfAttention`."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -168,13 +182,13 @@ class Block(nn.Module):
             self.norm2, self.ffn = make_norm(config), make_ffn(config)
         self.drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, rope=None, bias=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope=None, bias=None, cache: KVCache | None = None, layer: int = 0):
         if self.rezero:  # ReZero: x + alpha f(x)
-            return self.ffn(self.attn(x, rope, bias))
+            return self.ffn(self.attn(x, rope, bias, cache, layer))
         if self.norm_first:  # Pre-LN: the residual stream is never normalised
-            x = x + self.drop(self.attn(self.norm1(x), rope, bias))
+            x = x + self.drop(self.attn(self.norm1(x), rope, bias, cache, layer))
             return x + self.drop(self.ffn(self.norm2(x)))
-        x = self.norm1(x + self.drop(self.attn(x, rope, bias)))  # Post-LN: normalise after each residual sum
+        x = self.norm1(x + self.drop(self.attn(x, rope, bias, cache, layer)))  # Post-LN: normalise after each sum
         return self.norm2(x + self.drop(self.ffn(x)))
 
 
@@ -213,25 +227,46 @@ class GPT(nn.Module):
     def num_parameters(self) -> int:
         return count_parameters(self)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """``idx (B, T)`` long token ids, ``T <= block_size`` -> ``logits (B, T, V)``."""
+    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """``idx (B, T)`` long token ids -> ``logits (B, T, V)``; ``T <= block_size``.
+
+        With a ``cache`` (:meth:`new_cache`), the ``T`` tokens follow the ``L = cache.length`` tokens already
+        cached (positions ``L .. L + T - 1``, ``L + T <= block_size``); their keys and values are added to
+        it, so that decoding runs each token through the model once.
+        """
         if idx.dim() != 2 or idx.dtype != torch.long:
             raise ValueError(f"idx must be (B, T) long, got shape {tuple(idx.shape)} dtype {idx.dtype}")
-        seq_len = idx.shape[1]
-        if seq_len > self.config.block_size:
-            raise ValueError(f"sequence of length {seq_len} is longer than block_size={self.config.block_size}")
+        start, seq_len = (0 if cache is None else cache.length), idx.shape[1]
+        if start + seq_len > self.config.block_size:
+            raise ValueError(
+                f"{start} cached + {seq_len} new tokens exceed block_size={self.config.block_size}"
+                if cache is not None
+                else f"sequence of length {seq_len} is longer than block_size={self.config.block_size}"
+            )
+        end = start + seq_len
         x = self.tok_emb(idx)  # (B, T, D)
         rope = bias = None
         if self.pos_emb is not None:
-            x = x + self.pos_emb(torch.arange(seq_len, device=idx.device))  # (B, T, D)
+            x = x + self.pos_emb(torch.arange(start, end, device=idx.device))  # (B, T, D)
         elif self.config.position == "rope":
-            rope = (self.rope_cos[:seq_len], self.rope_sin[:seq_len])  # (T, d_head) each
+            rope = (self.rope_cos[start:end], self.rope_sin[start:end])  # (T, d_head) each
         else:
-            bias = self.alibi[:, :seq_len, :seq_len]  # (H, T, T)
+            bias = self.alibi[:, start:end, :end]  # (H, T, L + T)
         x = self.drop(x)
-        for block in self.blocks:
-            x = block(x, rope, bias)  # (B, T, D)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, rope, bias, cache, layer)  # (B, T, D)
+        if cache is not None:
+            cache.advance(seq_len)
         return self.head(self.norm_f(x))  # (B, T, V)
+
+    def new_cache(self, batch_size: int, max_len: int) -> KVCache:
+        """An empty :class:`~course_utils.self_attention.KVCache` for ``batch_size`` sequences of up to
+        ``max_len`` tokens, in the dtype and on the device of the model's parameters."""
+        config, param = self.config, next(self.parameters())
+        return KVCache(
+            config.num_layers, batch_size, config.num_heads, max_len, config.d_model // config.num_heads,
+            dtype=param.dtype, device=param.device,
+        )  # fmt: skip
 
     def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy in nats: ``targets (B, T)`` are ``idx`` shifted by one."""
@@ -240,6 +275,17 @@ class GPT(nn.Module):
 
 
 # --------------------------------------------------------------------------- sampling
+
+
+def check_fits(model: GPT, idx: object, max_new_tokens: int) -> None:
+    """Raise ``ValueError`` unless ``idx`` is a ``(B, T0)`` long prompt, ``T0 >= 1``, and ``T0 + max_new_tokens``
+    tokens fit in ``model.config.block_size`` (what decoding with a key-value cache needs: no cropping)."""
+    if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype != torch.long or idx.shape[1] < 1:
+        raise ValueError(f"prompt must be a (B, T0) long tensor with T0 >= 1, got {getattr(idx, 'shape', idx)!r}")
+    if idx.shape[1] + max_new_tokens > model.config.block_size:
+        raise ValueError(
+            f"prompt {idx.shape[1]} + {max_new_tokens} new tokens exceed block_size={model.config.block_size}"
+        )
 
 
 @torch.no_grad()
@@ -251,17 +297,27 @@ def generate(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
+    use_cache: bool = False,
 ) -> torch.Tensor:
     """Append ``max_new_tokens`` sampled tokens to ``idx (B, T0)``; returns ``(B, T0 + max_new_tokens)``.
 
     ``temperature`` 0 means greedy; otherwise each token is drawn by unit 07's
-    :func:`course_utils.decoding.sample_next` (temperature, then top-k, then top-p). The context
-    is cropped to the last ``block_size`` tokens.
+    :func:`course_utils.decoding.sample_next` (temperature, then top-k, then top-p). Without a cache, every
+    step runs the whole context again, cropped to its last ``block_size`` tokens. With ``use_cache`` (unit
+    10), the prompt runs once and each new token once, its keys and values kept in a
+    :class:`~course_utils.self_attention.KVCache`; the whole sequence must then fit in ``block_size``
+    (:func:`check_fits`). Both ways write the same tokens.
     """
+    if use_cache:
+        check_fits(model, idx, max_new_tokens)
     was_training = model.training
     model.eval()
+    cache = model.new_cache(idx.shape[0], idx.shape[1] + max_new_tokens) if use_cache else None
     for _ in range(max_new_tokens):
-        logits = model(idx[:, -model.config.block_size :])[:, -1].float()  # (B, V)
+        if cache is None:
+            logits = model(idx[:, -model.config.block_size :])[:, -1].float()  # (B, V)
+        else:  # the tokens not yet cached: the prompt at first, then the last token
+            logits = model(idx[:, cache.length :], cache)[:, -1].float()  # (B, V)
         if temperature == 0:
             next_id = logits.argmax(-1)  # (B,)
         else:

@@ -23,7 +23,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import scaled_dot_product_attention
-from .gated import count_parameters
+from .primitives import count_parameters
+from .self_attention import FusedSelfAttention
 from .transformer import FeedForward
 
 
@@ -112,30 +113,25 @@ class ViTConfig:
         return self.grid[0] * self.grid[1]
 
 
-class Attention(nn.Module):
-    """Multi-head self-attention. Returns ``(out (B, T, D), weights (B, H, T, T) or None)``; the
-    weights are computed only when asked for, otherwise the fused ``F.scaled_dot_product_attention``
-    runs (unit 06 shows the two agree)."""
+class Attention(FusedSelfAttention):
+    """Multi-head self-attention over all tokens (no mask), with the fused projections the GPT uses too.
+    ``forward(x (B, T, D), need_weights)`` -> ``(out (B, T, D), weights (B, H, T, T) or None)``; the
+    weights are computed only when asked for (unit 06's attention), otherwise the fused
+    ``F.scaled_dot_product_attention`` runs (unit 06 shows the two agree)."""
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
-        super().__init__()
-        self.num_heads, self.dropout = num_heads, dropout
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
+        super().__init__(d_model, num_heads, bias=True, dropout=dropout)
 
     def forward(self, x: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        B, T, D = x.shape
-        q, k, v = (
-            self.qkv(x).view(B, T, 3, self.num_heads, D // self.num_heads).permute(2, 0, 3, 1, 4)
-        )  # 3 x (B, H, T, d_head)
-        p = self.dropout if self.training else 0.0
+        q, k, v = self.project(x)  # 3 x (B, H, T, d_head)
+        p = self.dropout_p()
         if need_weights:  # unit 06's version
             out, weights = scaled_dot_product_attention(q, k, v)  # (B, H, T, d_head), (B, H, T, T)
             if p:
                 out = F.dropout(weights, p) @ v  # (B, H, T, d_head)
         else:
             weights, out = None, F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # (B, H, T, d_head)
-        return self.proj(out.transpose(1, 2).reshape(B, T, D)), weights  # (B, T, D)
+        return self.merge(out), weights  # (B, T, D)
 
 
 class EncoderBlock(nn.Module):
