@@ -64,7 +64,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.without_layer:
-        import course_utils.guard as guard
+        import course_utils.testing.guard as guard
 
         guard.function_layer_required = lambda **options: contextlib.nullcontext()
     units = args.units or sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())

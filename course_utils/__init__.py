@@ -4,8 +4,8 @@ One module per concern, grown unit by unit:
 
 - ``device``    pick CUDA, then Apple MPS, then the CPU (``get_device``); ``native_bf16``
 - ``repro``     seeding for repeatable notebooks (``seed_everything``)
-- ``checks``    assertions for exercise tests whose failures name the mistake
-- ``guard``     ``forbid``: exercise tests fail a part whose code runs a forbidden function, however reached
+- ``testing``   the exercise tests' support: ``checks`` (assertions whose failures name the mistake),
+                ``guard`` (``forbid``), ``work`` (``watch_work``) and ``layer`` beneath them
 - ``progress``  progress bars that end as one line of text (live widget in a notebook)
 - ``training``  a small training loop with a progress bar and a ``History``
 - ``plotting``  figures drawn from a ``History`` and friends

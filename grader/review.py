@@ -47,7 +47,8 @@ SUSPICIOUS = {
     "torch-internals": r"FunctionMode|DispatchMode|__torch_function__|__torch_dispatch__"
     r"|torch\s*\.\s*library|torch\s*\.\s*_C\b|\b_C\s*\.|DisableTorch|_disabled_torch|_DisablePython",
     # the tests' own machinery: the call guard's and the work watch's state lives in the student's process
-    "guard": r"course_utils\s*\.\s*(guard|work)\b|from\s+course_utils\s+import[^\n]*\b(guard|work)\b"
+    "guard": r"course_utils\s*\.\s*testing\s*\.\s*(guard|work|layer)\b"
+    r"|from\s+course_utils(\s*\.\s*testing)?\s+import[^\n]*\b(guard|work|layer)\b"
     r"|\b_LAYER\b|\b_STATE\b|ForbiddenCall|WrongMethod|function_layer_required|watch_work|check_method",
     # complex arithmetic: the complex-step derivative (Im f(x + ih) / h) in a part that asks for gradients by hand
     "complex-numbers": r"\bcomplex(64|128)\b|\bcomplex\s*\(|\bc(float|double)\b|\.imag\b|\bview_as_complex\b"
@@ -57,9 +58,7 @@ SUSPICIOUS = {
 }
 LIBRARY = "course_utils"
 # Modules an answer may import: what test cells and notebooks use around the exercises, no reference code.
-INFRASTRUCTURE = frozenset(
-    f"{LIBRARY}.{name}" for name in ("checks", "guard", "work", "repro", "device", "progress", "plotting")
-)
+INFRASTRUCTURE = frozenset(f"{LIBRARY}.{name}" for name in ("testing", "repro", "device", "progress", "plotting"))
 # A definition is compared when its normalised form has at least MIN_TOKENS tokens (shorter ones are
 # too generic: ``return x @ w.T`` is everybody's answer; a token is a node of the syntax tree, about
 # 0.75 of a lexical token). COPY_THRESHOLD is the similarity from which a definition is reported:
@@ -120,7 +119,7 @@ def _build_index(root: str, files: tuple) -> LibraryIndex:
         if name == LIBRARY:
             exported |= _all_names(tree)
             continue
-        if name in INFRASTRUCTURE:
+        if not _flagged(name):
             continue
         for qualname, node in definitions(tree):
             tokens = normalized_tokens(node)
@@ -279,7 +278,7 @@ def library_imports(source: str, index: LibraryIndex) -> list[str]:
                     elif alias.name.startswith(LIBRARY + "."):
                         found.append(alias.name)
                         if not alias.asname:
-                            package_aliases.add(LIBRARY)  # `import course_utils.checks` binds the package
+                            package_aliases.add(LIBRARY)  # `import course_utils.testing.checks` binds the package
         for node in ast.walk(tree):  # course_utils.<name> reached through the package
             if (
                 isinstance(node, ast.Attribute)
@@ -287,7 +286,7 @@ def library_imports(source: str, index: LibraryIndex) -> list[str]:
                 and node.value.id in package_aliases
             ):
                 found += _from_import(LIBRARY, [node.attr], index)
-    return sorted({m for m in found if _flagged(m, index)})
+    return sorted({m for m in found if _flagged(m)})
 
 
 def _from_import(module: str, names: list[str], index: LibraryIndex) -> list[str]:
@@ -307,7 +306,8 @@ def _longest_module(dotted: str, index: LibraryIndex) -> str:
     )
 
 
-def _flagged(module: str, index: LibraryIndex) -> bool:
+def _flagged(module: str) -> bool:
+    """Whether ``module`` is reference code rather than infrastructure (``course_utils.testing.checks`` is not)."""
     return not any(module == m or module.startswith(m + ".") for m in INFRASTRUCTURE)
 
 

@@ -1,7 +1,7 @@
 """Execute one submission's cells inside the grading sandbox (``python -I -B /grader/runner.py``).
 
 The only grader code that runs next to student code, and the only grader file the sandbox shows:
-a standalone script (standard library only, nothing from ``grader``). ``grader.sandbox`` sends
+a standalone script (standard library only, nothing from ``grader``). ``grader.session`` sends
 the cells one at a time over stdin (so later tests are not in this process while earlier student
 code runs) and reads back one record per cell, whose verdict ``seq|index|status|value`` is signed
 with a per-run key; it alone decides the points (no verified ``pass`` record for a test: 0 points).
@@ -14,7 +14,7 @@ it uses itself), ``sys.modules``, the names setup and test cells bound, and clea
 signal handlers, itimers and ``gc.callbacks``; after a test it checks the same, and that no thread
 or torch function/dispatch mode is active: a test run with tampered guards scores 0. An audit hook
 blocks new audit hooks, writes to tested functions' ``__code__``/``__defaults__``, and setting a
-trace or profile function from any code but this file's and ``course_utils/guard.py``'s. All of it
+trace or profile function from any code but this file's and ``course_utils/testing/guard.py``'s. All of it
 is in-process: it defeats ``tests/grader/test_sandbox_attacks.py``, not a student who
 reverse-engineers this file (see the README's threat model).
 """
@@ -96,8 +96,8 @@ _PREIMPORT = (
     "torch.testing",
     "numpy",
     "numpy.testing",
-    "course_utils.checks",
-    "course_utils.guard",
+    "course_utils.testing.checks",
+    "course_utils.testing.guard",
     "tqdm",
 )
 _NOT_GUARDED_KEYS = {
@@ -145,7 +145,9 @@ def _auditor(tracers):
             caller = _frame(1)
             trusted = _tracers.get(_id(caller.f_code))
             if trusted is None or trusted[1] is not caller.f_globals:
-                raise _error("the grader does not allow " + event + " here: only course_utils.guard may set one")
+                raise _error(
+                    "the grader does not allow " + event + " here: only course_utils.testing.guard may set one"
+                )
         if (
             (event == "object.__setattr__" or event == "object.__delattr__")
             and _id(args[0]) in _guarded
@@ -207,15 +209,15 @@ def _code_from(namespace: dict, real_file: str) -> list[types.CodeType]:
 
 
 def _trusted_tracers() -> types.MappingProxyType:
-    """The code that may set trace and profile functions: this file's and ``course_utils/guard.py``'s only
+    """The code that may set trace and profile functions: this file's and ``course_utils/testing/guard.py``'s only
     (real paths resolved now, before any student code; each code object in its own module's globals), and
     ``threading``'s where a new thread copies the one set by ``threading.setprofile``/``settrace``."""
     tracers: dict[int, tuple] = {}
     sources = [(globals(), os.path.realpath(__file__))]
     package = sys.modules.get("course_utils")
-    guard = sys.modules.get("course_utils.guard")
+    guard = sys.modules.get("course_utils.testing.guard")
     if package is not None and guard is not None and getattr(package, "__file__", None):
-        real = os.path.realpath(os.path.join(os.path.dirname(package.__file__), "guard.py"))
+        real = os.path.realpath(os.path.join(os.path.dirname(package.__file__), "testing", "guard.py"))
         if os.path.realpath(getattr(guard, "__file__", "") or "") == real:
             sources.append((vars(guard), real))
     for namespace, real in sources:

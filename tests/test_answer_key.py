@@ -210,7 +210,7 @@ def _fake_unit(tmp_path, test_source: str) -> str:
     unit = "99_fake"
     folder = tmp_path / unit
     folder.mkdir(parents=True)
-    setup = "import torch\nfrom course_utils.checks import check_close\n"
+    setup = "import torch\nfrom course_utils.testing.checks import check_close\n"
     answer = "def softmax(x):\n    return torch.softmax(x, dim=-1)\n"
     cells = [cell("setup", "setup", setup), cell("answer", "softmax_answer", answer)]
     cells.append(cell("test", "softmax_test", test_source))

@@ -103,7 +103,7 @@ def answer_ids(unit: str) -> list[str]:
 @contextlib.contextmanager
 def _checks_switched_off():
     """The call guard, the work watch and ``check_method`` as no-ops, for test cells run inside."""
-    import course_utils.checks as checks
+    import course_utils.testing.checks as checks
 
     @contextlib.contextmanager
     def no_guard(*targets, **options):
@@ -130,7 +130,7 @@ def run_test_cell(
     An answer cell that itself raises is reported as a ``RuntimeError`` (a bank entry must be
     plausible code that runs, and fail only in the grader's test). ``checks_off`` runs the cells with
     the call guard, the work watch and ``check_method`` switched off (test cells import them from
-    ``course_utils.checks``): what an answer earns from its values alone. ``watch_reach`` fails the test
+    ``course_utils.testing.checks``): what an answer earns from its values alone. ``watch_reach`` fails the test
     cell if an expected value was within reach of the answer's code while it ran (see ``_Reach``).
     """
     if checks_off:

@@ -86,7 +86,9 @@ HONEST = '''def masked_softmax(scores, mask=None):
 def index(tmp_path: Path):
     (tmp_path / "__init__.py").write_text('__all__ = ["get_device", "seed_everything"]\n')
     (tmp_path / "attention.py").write_text(ATTENTION)
-    (tmp_path / "checks.py").write_text(CHECKS)
+    (tmp_path / "testing").mkdir()
+    (tmp_path / "testing" / "__init__.py").write_text("")
+    (tmp_path / "testing" / "checks.py").write_text(CHECKS)
     (tmp_path / "metrics").mkdir()
     (tmp_path / "metrics" / "__init__.py").write_text("")
     return library_index(str(tmp_path))
@@ -130,11 +132,12 @@ def test_imports_of_a_library_module_are_flagged_by_name(index, source):
 @pytest.mark.parametrize(
     "source",
     [
-        "from course_utils.checks import check_equal\n",
-        "import course_utils.checks as C\nfrom course_utils import guard, repro, device, progress, plotting\n",
+        "from course_utils.testing.checks import check_equal\n",
+        "import course_utils.testing.checks as C\n"
+        "from course_utils import testing, repro, device, progress, plotting\n",
         "from course_utils import get_device, seed_everything\n",
-        "import course_utils.checks\ncourse_utils.checks.check_equal(1, 1, 'x')\n",
-        "from course_utils.guard import forbid\nfrom course_utils.plotting import plot_history\n",
+        "import course_utils.testing.checks\ncourse_utils.testing.checks.check_equal(1, 1, 'x')\n",
+        "from course_utils.testing.guard import forbid\nfrom course_utils.plotting import plot_history\n",
         "import torch\n# from course_utils.attention import masked_softmax (a comment)\n",
         "x = 'course_utils.attention'\n",
     ],
@@ -204,7 +207,9 @@ def test_the_real_library_is_indexed_once_and_its_copies_are_flagged():
     index = library_index()
     assert library_index() is index, "the index must be built once per process"
     assert "course_utils.attention" in index.modules and index.exported >= {"get_device", "seed_everything"}
-    assert not any(d.name.startswith(("course_utils.checks.", "course_utils.guard.")) for d in index.definitions)
+    assert not any(
+        d.name.startswith(("course_utils.testing.checks.", "course_utils.testing.guard.")) for d in index.definitions
+    )
     path = Path(course_utils.__file__).parent / "attention.py"
     functions = [n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)]
     copied = [name for name in functions if any(d.name == f"course_utils.attention.{name}" for d in index.definitions)]
@@ -286,8 +291,9 @@ def test_regexes_and_eval_mode_are_not_dynamic_code(source):
         ("g = (loss(w + 1e-30j).imag / 1e-30)\n", "complex-numbers"),
         ("w = w.to(torch.complex128)\n", "complex-numbers"),
         ("z = complex(0.0, h)\n", "complex-numbers"),
-        ("import course_utils.work as w\nw.watch_work\n", "guard"),
-        ("from course_utils import guard\nguard._LAYER.callbacks.clear()\n", "guard"),
+        ("import course_utils.testing.work as w\nw.watch_work\n", "guard"),
+        ("from course_utils.testing import guard\nguard._LAYER.callbacks.clear()\n", "guard"),
+        ("from course_utils import testing\ntesting.guard._LAYER.callbacks.clear()\n", "guard"),
         ("try:\n    y = f(x)\nexcept ForbiddenCall:\n    pass\n", "guard"),
     ],
 )

@@ -25,7 +25,7 @@ PROBE = textwrap.dedent("""
     spec = importlib.util.spec_from_file_location("runner_under_test", sys.argv[1])
     runner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
-    import course_utils.guard as guard  # before the hook, as the runner pre-imports it
+    import course_utils.testing.guard as guard  # before the hook, as the runner pre-imports it
     sys.addaudithook(runner._auditor(runner._trusted_tracers()))
     results = {}
 

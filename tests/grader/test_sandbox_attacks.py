@@ -69,7 +69,7 @@ import math
 import numpy as np
 import torch
 
-from course_utils.checks import check_close, check_equal, check_type, forbid
+from course_utils.testing.checks import check_close, check_equal, check_type, forbid
 
 WORDS = open("words.txt").read().split()  # a data file shipped with the exercise"""
 ANSWERS = {
@@ -383,7 +383,7 @@ globals()['__builtins__'] = dict(vars(builtins), isinstance=lambda *a: True, abs
     },
     "patch_checks": {
         "answers": {
-            "add_answer": """import course_utils.checks as _checks
+            "add_answer": """import course_utils.testing.checks as _checks
 _checks.check_equal = _checks.check_close = _checks.check_type = lambda *a, **k: None
 check_equal = check_close = check_type = lambda *a, **k: None
 for _name in ('check_equal', 'check_close', 'check_type'):

@@ -20,7 +20,7 @@ from course_utils.fast_attention import (
     tiled_attention_backward,
 )
 from course_utils.gpt import GPT, GPTConfig
-from course_utils.work import watch_work
+from course_utils.testing.work import watch_work
 
 
 def qkv(seq_len=37, d_k=8, d_v=5, dtype=torch.float64, seed=0, len_k=None):

@@ -13,10 +13,11 @@ import torch.nn.functional as F
 
 matplotlib.use("Agg")
 
-from course_utils import checks, get_device, seed_everything  # noqa: E402
+from course_utils import get_device, seed_everything  # noqa: E402
 from course_utils.device import describe, native_bf16  # noqa: E402
 from course_utils.plotting import plot_heatmap, plot_history  # noqa: E402
 from course_utils.progress import progress, summary_line  # noqa: E402
+from course_utils.testing import checks  # noqa: E402
 from course_utils.training import History, evaluate_loss, fit, to_device  # noqa: E402
 
 # ----------------------------------------------------------------------------- device

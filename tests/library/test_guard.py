@@ -1,4 +1,4 @@
-"""The call guard (course_utils.guard.forbid): a forbidden function fails however it is reached."""
+"""The call guard (course_utils.testing.guard.forbid): a forbidden function fails however it is reached."""
 
 import functools
 import sys
@@ -11,8 +11,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import course_utils.attention as attention
-from course_utils.checks import forbid as checks_forbid
-from course_utils.guard import ForbiddenCall, forbid
+from course_utils.testing.checks import forbid as checks_forbid
+from course_utils.testing.guard import ForbiddenCall, forbid
 
 # The thread shortcut fails inside its thread, which pytest reports as a warning besides the failure.
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
@@ -216,7 +216,7 @@ def test_no_targets_is_a_clear_error():
 
 
 def test_state_planted_between_blocks_is_discarded():
-    from course_utils import guard
+    from course_utils.testing import guard
 
     guard._STATE.stack.append((guard._Targets(), lambda frame, event, arg: None))
     guard._STATE.called = []

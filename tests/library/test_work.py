@@ -1,5 +1,6 @@
-"""The work watch (course_utils.work.watch_work), check_method, and the guard's watch below the torch-function
-layer (course_utils.guard.function_layer_required): what a method check measures, and what cannot hide from it."""
+"""The work watch (course_utils.testing.work.watch_work), check_method, and the guard's watch below the
+torch-function layer (course_utils.testing.guard.function_layer_required): what a method check measures, and what
+cannot hide from it."""
 
 import functools
 import sys
@@ -8,8 +9,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from course_utils.checks import WrongMethod, check_method, watch_work
-from course_utils.guard import ForbiddenCall, forbid, function_layer_required
+from course_utils.testing.checks import WrongMethod, check_method, watch_work
+from course_utils.testing.guard import ForbiddenCall, forbid, function_layer_required
 
 _OFF = torch._C.DisableTorchFunction
 

@@ -20,7 +20,7 @@ operation at PyTorch's dispatcher and refuses any that did not come through the 
 while ``torch._C.DisableTorchFunction`` switched the layer off, or after the tests' torch function modes
 were popped from C code. So a forbidden operator called from C with the layer off (``map`` over a
 ``functools.partial`` of ``torch.lstm_cell``) fails too (``function_layer_required``, which
-:func:`course_utils.work.watch_work` uses as well).
+:func:`course_utils.testing.work.watch_work` uses as well).
 
 The first forbidden call raises :class:`ForbiddenCall` (an ``AssertionError``, so nbgrader scores
 the cell 0) naming what was called. The call is also recorded: if the student's code catches the
@@ -204,7 +204,7 @@ _COMPILED_ENTRY_POINTS = (
 _WRAPPER = compile(
     "def run_compiled_code(self, *args, **kwargs):  # refused by the guard's hook inside a block\n"
     "    return original(self, *args, **kwargs)\n",
-    "<course_utils.guard: compiled code entry point>",
+    "<course_utils.testing.guard: compiled code entry point>",
     "exec",
 )
 
@@ -399,7 +399,7 @@ def forbid(*targets: Any, reason: str | None = None, own_cell: bool = False, all
     ``own_cell``: refuse too the functions that the code entering the block defined next to it (a test
     cell's references and helpers: plain functions of its file, in its locals and globals, that are not
     running), since the student's code could reach them through its callers' frames and call the answer
-    key; ``course_utils.checks.forbid``, which test cells use, turns it on. A function the student's code is
+    key; ``course_utils.testing.checks.forbid``, which test cells use, turns it on. A function the student's code is
     meant to call (a callback the test hands it) goes in ``allow``.
     Raises ``ValueError`` for a target it cannot watch, and :class:`ForbiddenCall` (an
     ``AssertionError``) when a target ran or the guard was switched off inside the block.
@@ -465,9 +465,10 @@ def forbid(*targets: Any, reason: str | None = None, own_cell: bool = False, all
 
 # ------------------------------------------------------------------ Python's own work, counted
 # Installed code (the interpreter's, the environment's) and the course library: not the student's.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(__file__))  # course_utils/, of which this is course_utils/testing/
 _LIBRARY_FILES = tuple(
-    {os.path.join(os.path.realpath(p), "") for p in (sys.prefix, sys.base_prefix, os.path.dirname(__file__))}
-    | {os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, os.path.dirname(__file__))}
+    {os.path.join(os.path.realpath(p), "") for p in (sys.prefix, sys.base_prefix, _PACKAGE_DIR)}
+    | {os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, _PACKAGE_DIR)}
 ) + ("<course_utils",)
 _STEPS: list[list[int]] = []  # the counters of the active count_python_steps blocks
 

@@ -3,7 +3,7 @@
 Some exercise parts teach a *method* (BPTT by hand, tiled attention, a chunkwise recurrence, a scan), and
 right values reached another way must not earn their points. Their tests run the student's code inside
 ``watch_work()`` and then assert what the method implies about the work, with
-:func:`course_utils.checks.check_method`:
+:func:`course_utils.testing.checks.check_method`:
 
     with forbid(...), watch_work() as small:
         bptt_grads(x, y, W_hx, W_hh, W_qh)                    # H = 4
@@ -15,7 +15,7 @@ The watch counts at PyTorch's dispatcher (a ``TorchDispatchMode``), below the to
 every ATen operation, also those run inside a custom ``autograd.Function``, a torch-function handler or a
 composite operator. Operations that reach the dispatcher while the torch-function layer is switched off
 (``torch._C.DisableTorchFunction``) are refused, since they would also hide from the call guard
-(:mod:`course_utils.guard` applies the same rule to its blocks).
+(:mod:`course_utils.testing.guard` applies the same rule to its blocks).
 
 What a :class:`Work` records:
 
@@ -28,7 +28,7 @@ What a :class:`Work` records:
 - ``elements``: elements returned, by ATen name; ``exponentials`` sums those of the operations that
   compute exponentials (``EXPONENTIALS``: exp, sigmoid, softmax, logsumexp and their kin, in place or not);
 - ``python_steps``: bytecode instructions run by Python code outside the installed packages and the course
-  library, i.e. the student's own (``course_utils.guard.count_python_steps``): work done on plain floats and
+  library, i.e. the student's own (``course_utils.testing.guard.count_python_steps``): work done on plain floats and
   lists, which runs no tensor operation.
 """
 

@@ -12,8 +12,8 @@ and, where it helps, the likely mistake (``hint``). They check types strictly
         student_attention(q, k, v)
     check_method(work.largest < seq_len * seq_len, "student_attention", "it built the (T, T) matrix")
 
-``forbid`` is the call guard of ``course_utils.guard`` (refusing also the test cell's own functions) and
-``watch_work`` the work watch of ``course_utils.work``, re-exported here for test cells. ``check_method`` is
+``forbid`` is the call guard of ``course_utils.testing.guard`` (refusing also the test cell's own functions) and
+``watch_work`` the work watch of ``course_utils.testing.work``, re-exported here for test cells. ``check_method`` is
 the one assertion about *how* a result was computed (work, memory, rounds, dtypes), as opposed to its value.
 """
 
