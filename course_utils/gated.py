@@ -30,6 +30,8 @@ from .primitives import POOLINGS, count_parameters, lengths_to_mask, masked_pool
 from .text import PAD_ID
 
 CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
+Tensor = torch.Tensor
+Bias = torch.Tensor | None  # a cell's optional bias
 
 
 # --------------------------------------------------------------------------- argument checks
@@ -124,14 +126,7 @@ def gru_cell(
     return z * h + (1 - z) * n
 
 
-def gru_cell_textbook(
-    x: torch.Tensor,
-    h: torch.Tensor,
-    W_ih: torch.Tensor,
-    W_hh: torch.Tensor,
-    b_ih: torch.Tensor | None = None,
-    b_hh: torch.Tensor | None = None,
-) -> torch.Tensor:
+def gru_cell_textbook(x: Tensor, h: Tensor, W_ih: Tensor, W_hh: Tensor, b_ih: Bias = None, b_hh: Bias = None) -> Tensor:
     """One GRU step with the reset gate applied to ``h`` *before* the projection (Cho et al. 2014).
 
     Same arguments and weight layout as :func:`gru_cell`:
