@@ -42,6 +42,22 @@ def _need_shape(t: object, shape: tuple[int, ...], name: str) -> torch.Tensor:
     return t
 
 
+def _check_recurrence(x: object, W_in: object, W_hh: object, in_name: str) -> tuple[int, int, int]:
+    """Check ``x (B, T, D)``, the input weights ``W_in (H, D)`` and ``W_hh (H, H)``; return ``(B, T, H)``."""
+    _need_tensor(x, "x", dim=3)
+    batch_size, seq_len, d_in = x.shape
+    _need_tensor(W_in, in_name, dim=2)
+    hidden = W_in.shape[0]
+    _need_shape(W_in, (hidden, d_in), in_name)
+    _need_shape(W_hh, (hidden, hidden), "W_hh")
+    return batch_size, seq_len, hidden
+
+
+def _initial_state(x: torch.Tensor, h0: object, hidden: int) -> torch.Tensor:
+    """``h0 (B, H)`` checked, or zeros ``(B, H)`` when it is None."""
+    return x.new_zeros(x.shape[0], hidden) if h0 is None else _need_shape(h0, (x.shape[0], hidden), "h0")
+
+
 # ---------------------------------------------------------------------- the Elman RNN as a loop
 
 
@@ -64,19 +80,11 @@ def rnn_forward(
     Returns ``(outputs, h_T)``: ``outputs`` ``(B, T, H)`` holds ``h_1 .. h_T``; ``h_T`` ``(B, H)``
     is the last state (``nn.RNN`` returns it as ``(num_layers, B, H)``).
     """
-    _need_tensor(x, "x", dim=3)
-    batch_size, seq_len, d_in = x.shape
-    _need_tensor(W_ih, "W_ih", dim=2)
-    hidden = W_ih.shape[0]
-    _need_shape(W_ih, (hidden, d_in), "W_ih")
-    _need_shape(W_hh, (hidden, hidden), "W_hh")
+    _, seq_len, hidden = _check_recurrence(x, W_ih, W_hh, "W_ih")
     for bias, name in ((b_ih, "b_ih"), (b_hh, "b_hh")):
         if bias is not None:
             _need_shape(bias, (hidden,), name)
-    if h0 is None:
-        h = x.new_zeros(batch_size, hidden)  # (B, H)
-    else:
-        h = _need_shape(h0, (batch_size, hidden), "h0")
+    h = _initial_state(x, h0, hidden)  # (B, H)
     bias = x.new_zeros(hidden)
     if b_ih is not None:
         bias = bias + b_ih
@@ -107,18 +115,13 @@ def linear_rnn_forward(
     Args: x ``(B, T, D)``, W_hx ``(H, D)``, W_hh ``(H, H)``, W_qh ``(Q, H)``, h0 ``(B, H)`` or
     None for zeros. Returns ``(h, o)``: the states ``h_1..h_T`` ``(B, T, H)`` and outputs ``(B, T, Q)``.
     """
-    _need_tensor(x, "x", dim=3)
-    batch_size, seq_len, d_in = x.shape
-    _need_tensor(W_hx, "W_hx", dim=2)
-    hidden = W_hx.shape[0]
-    _need_shape(W_hx, (hidden, d_in), "W_hx")
-    _need_shape(W_hh, (hidden, hidden), "W_hh")
+    _, seq_len, hidden = _check_recurrence(x, W_hx, W_hh, "W_hx")
     _need_tensor(W_qh, "W_qh", dim=2)
     if W_qh.shape[1] != hidden:
         raise ValueError(f"W_qh must have shape (Q, {hidden}), got {tuple(W_qh.shape)}")
     if seq_len < 1:
         raise ValueError("x must have at least one time step (T >= 1)")
-    h = x.new_zeros(batch_size, hidden) if h0 is None else _need_shape(h0, (batch_size, hidden), "h0")
+    h = _initial_state(x, h0, hidden)  # (B, H)
     states = []
     for t in range(seq_len):
         h = x[:, t] @ W_hx.T + h @ W_hh.T  # (B, H)
