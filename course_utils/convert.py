@@ -36,6 +36,15 @@ _EXPRESSIBLE = {
     "norm_first": (True,),
     "tie_weights": (True,),
 }
+# GPTConfig size field -> the GPT2Config field that holds it (one table for both directions)
+_SIZES = {
+    "vocab_size": "vocab_size",
+    "block_size": "n_positions",
+    "d_model": "n_embd",
+    "num_layers": "n_layer",
+    "num_heads": "n_head",
+    "ffn_hidden": "n_inner",
+}
 # GPT-2's activation_function -> GPTConfig.gelu
 _GELU = {"gelu": "exact", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 
@@ -62,12 +71,7 @@ def gpt2_config(config: GPTConfig) -> transformers.GPT2Config:
         raise ValueError(f"config must be a GPTConfig, got {type(config).__name__}")
     _check_expressible(config)
     return GPT2Config(
-        vocab_size=config.vocab_size,
-        n_positions=config.block_size,
-        n_embd=config.d_model,
-        n_layer=config.num_layers,
-        n_head=config.num_heads,
-        n_inner=config.ffn_hidden,
+        **{theirs: getattr(config, ours) for ours, theirs in _SIZES.items()},
         activation_function="gelu" if config.gelu == "exact" else "gelu_new",
         resid_pdrop=config.dropout,
         embd_pdrop=config.dropout,
@@ -156,17 +160,8 @@ def hf_to_gpt(model: transformers.GPT2LMHeadModel) -> GPT:
         raise ValueError("tie_word_embeddings=False: the course GPT2 mapping needs a tied output layer")
     if abs(hc.layer_norm_epsilon - 1e-5) > 1e-12:
         raise ValueError(f"layer_norm_epsilon={hc.layer_norm_epsilon}: the course's LayerNorm uses 1e-5")
-    config = GPTConfig(
-        vocab_size=hc.vocab_size,
-        block_size=hc.n_positions,
-        num_layers=hc.n_layer,
-        num_heads=hc.n_head,
-        d_model=hc.n_embd,
-        dropout=hc.resid_pdrop,
-        bias=True,
-        ffn_hidden=hc.n_inner or 4 * hc.n_embd,
-        gelu=_GELU[hc.activation_function],
-    )
+    sizes = {ours: getattr(hc, theirs) for ours, theirs in _SIZES.items()}  # n_inner None: GPTConfig's 4 D
+    config = GPTConfig(**sizes, dropout=hc.resid_pdrop, bias=True, gelu=_GELU[hc.activation_function])
     dtype = next(model.parameters()).dtype
     gpt = GPT(config).to(dtype=dtype).eval()
     ours, theirs = gpt.state_dict(), model.state_dict()
