@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from tiny_hf import tiny_gpt2_config
 
 from course_utils.convert import gpt2_config, gpt_to_hf, hf_to_gpt, weight_map
 from course_utils.gpt import GPT, GPTConfig, generate
@@ -69,15 +70,8 @@ def test_round_trip_back_to_course(dtype, tol):
 @pytest.mark.parametrize("activation, gelu", [("gelu_new", "tanh"), ("gelu", "exact")])
 def test_random_hf_gpt2_to_course(activation, gelu):
     torch.manual_seed(1)
-    config = transformers.GPT2Config(
-        vocab_size=41,
-        n_positions=12,
-        n_embd=24,
-        n_layer=3,
-        n_head=3,
-        activation_function=activation,
-        bos_token_id=None,
-        eos_token_id=None,
+    config = tiny_gpt2_config(
+        vocab_size=41, n_positions=12, n_embd=24, n_layer=3, n_head=3, activation_function=activation
     )
     hf = transformers.GPT2LMHeadModel(config).double().eval()
     with torch.no_grad():
@@ -126,15 +120,6 @@ def test_bad_inputs_raise():
         gpt_to_hf(torch.nn.Linear(2, 2))
     with pytest.raises(ValueError, match="GPT2LMHeadModel"):
         hf_to_gpt(_random_gpt())
-    hc = transformers.GPT2Config(
-        vocab_size=11,
-        n_positions=8,
-        n_embd=8,
-        n_layer=1,
-        n_head=2,
-        activation_function="relu",
-        bos_token_id=None,
-        eos_token_id=None,
-    )
+    hc = tiny_gpt2_config(vocab_size=11, n_embd=8, activation_function="relu")
     with pytest.raises(ValueError, match="activation_function"):
         hf_to_gpt(transformers.GPT2LMHeadModel(hc))

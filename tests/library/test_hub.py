@@ -4,6 +4,7 @@ import time
 
 import pytest
 import torch
+from tiny_hf import tiny_bert_config, tiny_gpt2_config
 
 from course_utils.data import DataUnavailable
 from course_utils.hub import bpe_merges, download_allowed, load_pretrained, pretrained_source, train_bpe_tokenizer
@@ -21,23 +22,12 @@ def offline(monkeypatch):
 
 def _tiny_gpt2():
     torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=30, n_positions=8, n_embd=16, n_layer=1, n_head=2, bos_token_id=None, eos_token_id=None
-    )
-    return transformers.GPT2LMHeadModel(config).eval()
+    return transformers.GPT2LMHeadModel(tiny_gpt2_config()).eval()
 
 
 def _tiny_bert(cls):
     torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=30,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=8,
-    )
-    return cls(config).eval()
+    return cls(tiny_bert_config()).eval()
 
 
 def test_download_switch(monkeypatch):

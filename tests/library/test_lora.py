@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn as nn
+from tiny_hf import tiny_bert_config
 
 from course_utils.lora import LoRALinear, add_lora, merge_lora, trainable_parameters
 
@@ -38,14 +39,8 @@ class Small(nn.Module):
 
 
 def _tiny_bert():
-    config = transformers.BertConfig(
-        vocab_size=40,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=24,
-        max_position_embeddings=16,
-        num_labels=3,
+    config = tiny_bert_config(
+        vocab_size=40, num_hidden_layers=2, intermediate_size=24, max_position_embeddings=16, num_labels=3
     )
     return transformers.BertForSequenceClassification(config).eval()
 
