@@ -40,7 +40,8 @@ Two measurements per length ``T`` (the second for the forward methods only):
    timings, in a fresh process per method (the setting slows small allocations), each after one unmeasured
    warm-up pass; a 64 MiB tensor checks the method in each process (printed).
 2. **per generated token**: the time to mix one new token into a context of ``T`` tokens, and the memory held
-   between tokens: the key-value cache ``2 B H T d_head`` numbers for the softmax methods, the fixed state
+   between tokens: the key-value cache ``2 B H T d_head`` numbers for the softmax methods (one layer of the
+   library's ``KVCache``; each step appends the new token's key and value and attends), the fixed state
    (``S`` and ``z`` per head; the delta rule's ``S``; the scan's ``h (B, D, N)``) for the recurrent ones.
    These sizes are computed from the tensors' shapes, not measured. The two linear forms decode alike (one
    recurrent step), and so do the two scans.
@@ -57,7 +58,6 @@ import argparse
 import ctypes
 import math
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -67,7 +67,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks.notebook_times import cpu_model
+from benchmarks.machine import machine_line
 from course_utils.fast_attention import flash_attention, naive_attention, tiled_attention
 from course_utils.linear_attention import (
     decay_recurrence,
@@ -75,9 +75,11 @@ from course_utils.linear_attention import (
     linear_attention_chunkwise,
     linear_attention_recurrent,
 )
+from course_utils.self_attention import KVCache
 from course_utils.ssm import selective_scan_parallel, selective_scan_sequential
 
-FORWARD = ("naive", "sdpa", "tiled", "lin-rec", "lin-chunk", "delta-chunk", "scan-seq", "scan-par")
+SOFTMAX = ("naive", "sdpa", "tiled")  # quadratic work; they decode from a key-value cache
+FORWARD = SOFTMAX + ("lin-rec", "lin-chunk", "delta-chunk", "scan-seq", "scan-par")
 BACKWARD = ("naive-bwd", "sdpa-bwd", "tiled-bwd")  # forward and backward pass (training)
 METHODS = FORWARD + BACKWARD
 STATE_N = 16  # selective-scan state size per channel
@@ -88,8 +90,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------------------- peak memory
 
 
-class PeakMemory:
-    """Peak bytes allocated while a function runs, beyond what was allocated before it (see the module doc)."""
+class ProcessPeak:
+    """Peak bytes allocated while a function runs, beyond what was allocated before it (see the module doc).
+
+    What the device pays, not :class:`course_utils.memory.PeakMemory`'s count of the tensors that pass the
+    dispatcher: a fused kernel's workspace (SDPA's) is not such a tensor, and the allocator's peak includes it.
+    """
 
     CPU_METHOD = (
         "resident-set high-water mark (VmHWM, reset by /proc/self/clear_refs after malloc_trim), mallopt mmap >= 64 KiB"
@@ -158,6 +164,14 @@ def inputs(method: str, seq_len: int, args, device) -> tuple:
     return q, k, v
 
 
+def warmed_pass(method: str, seq_len: int, args, device) -> Callable[[], object]:
+    """:func:`forward_fn` on fresh :func:`inputs`, run once unmeasured (first-call allocations, thread pools and
+    kernels' workspaces are not the method's)."""
+    fn = forward_fn(method, inputs(method, seq_len, args, device))
+    fn()
+    return fn
+
+
 def with_backward(attend: Callable[..., torch.Tensor], data: tuple) -> Callable[[], tuple]:
     """A forward and a backward pass: the gradients ``(dq, dk, dv)`` of ``attend(q, k, v)`` for ``grad_out``."""
     q, k, v, grad_out = data
@@ -169,21 +183,24 @@ def with_backward(attend: Callable[..., torch.Tensor], data: tuple) -> Callable[
     return step
 
 
+def softmax_attention(method: str, causal: bool = True) -> Callable[..., torch.Tensor]:
+    """``(q, k, v) -> out`` of a softmax method (``naive``, ``sdpa``, ``tiled``, and their ``-bwd`` forms, where
+    ``tiled-bwd`` is the differentiable ``flash_attention``); tiles of 128."""
+    return {
+        "naive": lambda q, k, v: naive_attention(q, k, v, causal=causal),
+        "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+        "tiled": lambda q, k, v: tiled_attention(q, k, v, causal=causal, block_size=128),
+        "tiled-bwd": lambda q, k, v: flash_attention(q, k, v, block_size=128, causal=causal),
+    }[method if method == "tiled-bwd" else method.removesuffix("-bwd")]
+
+
 def forward_fn(method: str, data: tuple) -> Callable[[], object]:
     """One pass of ``method`` over ``data`` (from :func:`inputs`); for the ``-bwd`` methods, forward and backward."""
     if method in BACKWARD:
-        return with_backward(
-            {
-                "naive-bwd": naive_attention,
-                "sdpa-bwd": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                "tiled-bwd": lambda q, k, v: flash_attention(q, k, v, block_size=128),
-            }[method],
-            data,
-        )
+        return with_backward(softmax_attention(method), data)
+    if method in SOFTMAX:
+        return lambda: softmax_attention(method)(*data)
     return {
-        "naive": lambda: naive_attention(*data),
-        "sdpa": lambda: F.scaled_dot_product_attention(*data, is_causal=True),
-        "tiled": lambda: tiled_attention(*data, block_size=128),
         "lin-rec": lambda: linear_attention_recurrent(*data),
         "lin-chunk": lambda: linear_attention_chunkwise(*data, chunk_size=64),
         "delta-chunk": lambda: deltanet_chunkwise(*data, chunk_size=64),
@@ -200,18 +217,16 @@ def token_fn(method: str, seq_len: int, args, device) -> tuple[Callable[[], obje
     def randn(*shape):
         return torch.randn(*shape, generator=gen, device=device)
 
-    if method in ("naive", "sdpa", "tiled"):
-        keys, values, q = randn(batch, heads, seq_len, d), randn(batch, heads, seq_len, d), randn(batch, heads, 1, d)
-        held = 2 * keys.numel() * keys.element_size()  # the key-value cache
-        step = {
-            "naive": lambda: naive_attention(q, keys, values, causal=False),
-            "sdpa": lambda: F.scaled_dot_product_attention(q, keys, values),
-            "tiled": lambda: tiled_attention(q, keys, values, causal=False, block_size=128),
-        }[method]
-        return step, held
+    if method in SOFTMAX:  # one layer's cache of T tokens: T - 1 in it, the new token's key and value appended
+        cache = KVCache(1, batch, heads, seq_len, d, device=device)
+        cache.append(0, randn(batch, heads, seq_len - 1, d), randn(batch, heads, seq_len - 1, d))
+        cache.advance(seq_len - 1)
+        q, k, v = (randn(batch, heads, 1, d) for _ in range(3))  # (B, H, 1, d) each
+        attend = softmax_attention(method, causal=False)  # the new token sees every cached one
+        return (lambda: attend(q, *cache.append(0, k, v))), cache.nbytes
     if method in ("lin-rec", "lin-chunk"):
         state = (randn(batch, heads, d, d).abs(), randn(batch, heads, d).abs())  # S, z
-        q, k, v = randn(batch, heads, 1, d), randn(batch, heads, 1, d), randn(batch, heads, 1, d)
+        q, k, v = (randn(batch, heads, 1, d) for _ in range(3))  # (B, H, 1, d) each
         held = sum(s.numel() * s.element_size() for s in state)
         return (lambda: linear_attention_recurrent(q, k, v, state=state, return_state=True)), held
     if method == "delta-chunk":
@@ -274,18 +289,14 @@ def memory_child(args, method: str, lengths: list[int]) -> None:
     """In a fresh process (so that no earlier allocation left freed memory resident): set up the CPU
     measurement first, then print ``T bytes`` for each length, and ``check bytes`` for a 64 MiB tensor."""
     device = torch.device("cpu")
-    memory = PeakMemory(device)
+    memory = ProcessPeak(device)
     if not memory.available:
         print(f"unavailable {memory.method}")
         return
     torch.ones(16 * MiB)  # the first operation's own allocations (ATen's start-up) are not the check's
     print(f"check {memory.measure(lambda: torch.ones(16 * MiB))}")
     for seq_len in lengths:
-        data = inputs(method, seq_len, args, device)
-        fn = forward_fn(method, data)
-        fn()  # first-call allocations (thread pools, kernels' workspaces) are not the method's
-        print(f"{seq_len} {memory.measure(fn)}", flush=True)
-        del data, fn
+        print(f"{seq_len} {memory.measure(warmed_pass(method, seq_len, args, device))}", flush=True)
 
 
 def measure_memory(args, device, lengths: dict[str, list[int]]) -> dict[str, dict[int, int]]:
@@ -293,14 +304,10 @@ def measure_memory(args, device, lengths: dict[str, list[int]]) -> dict[str, dic
     CUDA, in one child process per method on a CPU (``--memory-child``). Prints the method and its check."""
     result: dict[str, dict[int, int]] = {m: {} for m in args.methods}
     if device.type == "cuda":
-        memory = PeakMemory(device)
+        memory = ProcessPeak(device)
         for method in args.methods:
             for seq_len in lengths[method]:
-                data = inputs(method, seq_len, args, device)
-                fn = forward_fn(method, data)
-                fn()
-                result[method][seq_len] = memory.measure(fn)
-                del data, fn
+                result[method][seq_len] = memory.measure(warmed_pass(method, seq_len, args, device))
         print(f"peak memory: {memory.method}")
         return result
     checks, note = [], ""
@@ -324,7 +331,7 @@ def measure_memory(args, device, lengths: dict[str, list[int]]) -> dict[str, dic
         print(f"peak memory: not measured ({note})")
     else:
         print(
-            f"peak memory: {PeakMemory.CPU_METHOD}, one process per method; check: a 64 MiB tensor reads as "
+            f"peak memory: {ProcessPeak.CPU_METHOD}, one process per method; check: a 64 MiB tensor reads as "
             f"{min(checks):.1f} .. {max(checks):.1f} MiB"
         )
     return result
@@ -338,15 +345,7 @@ def run(args) -> None:
         "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device.replace("auto", "cpu")
     )
     lengths = [2**i for i in range(int(math.log2(args.min_len)), int(math.log2(args.max_len)) + 1)]
-    nominal = {"naive": 2, "sdpa": 2, "tiled": 2, "lin-rec": 1, "lin-chunk": 1, "delta-chunk": 1, "scan-seq": 1}
-    nominal.update({"scan-par": 1, "naive-bwd": 2, "sdpa-bwd": 2, "tiled-bwd": 2})
-    where = (
-        torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU {platform.processor() or cpu_model()}"
-    )
-    print(
-        f"machine: {where}, {os.cpu_count()} cores, {torch.get_num_threads()} threads, "
-        f"ATen CPU capability {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}"
-    )
+    print(machine_line(device))
     print(
         f"sizes: batch {args.batch}, heads {args.heads}, d_head {args.d_head} (scan: D = {args.heads * args.d_head}, "
         f"N = {STATE_N}), float32, T = {lengths[0]} .. {lengths[-1]}; cap: {args.budget:g} s per pass, "
@@ -360,7 +359,7 @@ def run(args) -> None:
         for seq_len in lengths:
             history = sorted(fwd_time[method].items())
             if history:
-                guess = predicted(history, seq_len, nominal[method])
+                guess = predicted(history, seq_len, 2 if method in SOFTMAX + BACKWARD else 1)
                 if guess > args.budget:
                     stopped[method] = f"stopped before T = {seq_len}: predicted {guess:.1f} s per pass"
                     break
@@ -369,12 +368,10 @@ def run(args) -> None:
                 if need > args.max_memory:
                     stopped[method] = f"stopped before T = {seq_len}: ~{need:.1f} GiB of scores"
                     break
-            data = inputs(method, seq_len, args, device)
-            fwd = forward_fn(method, data)
-            fwd()  # warm-up
+            fwd = warmed_pass(method, seq_len, args, device)
             first = timed(fwd, device, 1)
             fwd_time[method][seq_len] = first if first > args.budget / 3 else timed(fwd, device, args.repeats)
-            del data, fwd
+            del fwd
             if method in BACKWARD:
                 continue
             step, nbytes = token_fn(method, seq_len, args, device)
