@@ -75,7 +75,7 @@ postgres-tools:
 	$(call apt_need,ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1,postgresql,the PostgreSQL gradebook tests: without it they skip)
 
 # Unit 03 reads the King James Bible through the `bible` program of bible-kjv; without it, Python's documentation.
-# Unit 09 and benchmarks/vit read Fashion-MNIST from here; without it they fall back to scikit-learn's digits.
+# Unit 09 and benchmarks/vit_fashion read Fashion-MNIST from here; without it they fall back to scikit-learn's digits.
 datasets-tools:
 	$(call apt_need,command -v bible >/dev/null 2>&1,bible-kjv,the King James text for unit 03: without it unit 03 uses the Python documentation)
 	$(call apt_need,test -d /usr/share/datasets/fashion-mnist,dataset-fashion-mnist,Fashion-MNIST for unit 09: without it unit 09 uses the 8x8 digits)

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from benchmarks.budget import train_for_budget
+from benchmarks.machine import machine_line
 from course_utils.data import python_docs_text, read_text, train_val_split
 from course_utils.device import native_bf16
 from course_utils.gpt import GPT, GPTConfig
@@ -131,37 +133,33 @@ def train(
     clock=time.perf_counter,
 ) -> float:
     """Train ``recipe`` for ``seconds`` of ``clock`` (or exactly ``steps`` steps, whatever the time:
-    a comparison that does not depend on the machine); print its figures and return the validation loss."""
+    a comparison that does not depend on the machine) with ``benchmarks.budget.train_for_budget``, on
+    random windows of ``train_data (N_train,)``; print its figures and return the validation loss on
+    ``val_data (N_val,)``."""
     bf16 = native_bf16("cpu") if recipe.bf16 == "auto" else bool(recipe.bf16)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, **recipe.model))
-    optimizer = make_optimizer(model, recipe)
     block = model.config.block_size
-    step, start, wall_start = 0, clock(), time.perf_counter()
-    while True:
-        elapsed = clock() - start
-        progress = elapsed / seconds if steps is None else step / steps
-        if progress >= 1:
-            break
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(recipe, step, progress)
-        x, y = random_batch(train_data, recipe.batch_size, block, generator)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = model.loss(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if recipe.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-        optimizer.step()
-        step += 1
-    wall = time.perf_counter() - wall_start
+    run = train_for_budget(
+        model,
+        make_optimizer(model, recipe),
+        lambda: random_batch(train_data, recipe.batch_size, block, generator),
+        model.loss,
+        lambda step, progress: lr_at(recipe, step, progress),
+        seconds,
+        steps=steps,
+        clock=clock,
+        grad_clip=recipe.grad_clip,
+        bf16=bf16,
+    )
+    step, wall = run.steps, run.seconds
     val = validation_loss(model, val_data)
     tokens = step * recipe.batch_size * block
     print(
         f"{name:>9}: {model.num_parameters() / 1e6:.2f} M parameters, {'bf16' if bf16 else 'fp32'}, {step} steps, "
         f"{tokens / 1e6:.2f} M characters in {wall:.0f} s ({tokens / wall / 1e3:.1f} k char/s), "
-        f"last train loss {loss.item():.3f}, validation loss {val:.4f} nats/char",
+        f"last train loss {run.last_loss:.3f}, validation loss {val:.4f} nats/char",
         flush=True,
     )
     return val
@@ -183,6 +181,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.seconds <= 0:
         parser.error("--seconds must be positive")
+    if args.steps is not None and args.steps < 1:
+        parser.error("--steps must be at least 1")
 
     if args.text is None:
         text, source = python_docs_text(), "CPython's bundled documentation (pydoc_data)"
@@ -198,11 +198,11 @@ def main(argv: list[str] | None = None) -> None:
     train_text, val_text = train_val_split(text, 0.1)
     train_data = torch.tensor([stoi[c] for c in train_text], dtype=torch.long)  # (N_train,)
     val_data = torch.tensor([stoi[c] for c in val_text], dtype=torch.long)  # (N_val,)
+    print(machine_line(), flush=True)
     print(
         f"text: {source}, {len(text):,} characters, vocabulary {len(chars)}, "
         f"{len(train_data):,} train / {len(val_data):,} validation; "
         f"{f'{args.steps} steps' if args.steps else f'{args.seconds:g} {args.clock} s'} per recipe, "
-        f"{torch.get_num_threads()} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
         f"native bf16: {native_bf16('cpu')}",
         flush=True,
     )

@@ -116,7 +116,7 @@ def test_subset_is_seeded():
 
 
 def test_vit_benchmark_smoke(fake_fashion, capsys):
-    from benchmarks import vit
+    from benchmarks import vit_fashion as vit
 
     result = vit.main(["--data-root", str(fake_fashion), "--steps", "2"])
     out = capsys.readouterr().out
