@@ -20,6 +20,7 @@ recurrence ``h_t = a_t ⊙ h_{t-1} + b_t`` is still associative and can be compu
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 
 def _float(x: object, name: str, dims: int) -> torch.Tensor:
@@ -172,13 +173,8 @@ def selective_scan_sequential(
 
 
 def selective_scan_parallel(
-    u: torch.Tensor,
-    delta: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
-    D: torch.Tensor | None = None,
-) -> torch.Tensor:
+    u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None
+) -> Tensor:
     """The same outputs as :func:`selective_scan_sequential` (``(B, T, D)``) through :func:`associative_scan`
     over time: every state ``(B, T, D, N)`` at once, in ``log2 T`` steps."""
     _check_selective(u, delta, A, B, C, D)

@@ -18,6 +18,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch import Tensor
 
 from .linear_attention import _per_step
 from .primitives import causal_mask, check_qkv
@@ -34,13 +35,8 @@ def _log_forget(f_pre: torch.Tensor, forget_gate: str) -> torch.Tensor:
 
 
 def mlstm_parallel(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    i_pre: torch.Tensor,
-    f_pre: torch.Tensor,
-    forget_gate: str = "sigmoid",
-) -> torch.Tensor:
+    q: Tensor, k: Tensor, v: Tensor, i_pre: Tensor, f_pre: Tensor, forget_gate: str = "sigmoid"
+) -> Tensor:
     """The mLSTM (Beck et al. 2024) in parallel: ``(B, H, T, d_v)``; equals :func:`mlstm_recurrent`.
 
     Gate pre-activations ``i_pre, f_pre (B, H, T)``: input gate ``exp(i_pre)``, forget gate
