@@ -33,6 +33,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .primitives import trainable_parameters  # noqa: F401 - re-exported: unit 11 counts what LoRA trains
+
 
 def _check_settings(caller: str, rank: int, alpha: float | None, dropout: float) -> None:
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
@@ -174,8 +176,3 @@ def merge_lora(model: nn.Module) -> nn.Module:
             layer.merge()
         _set_submodule(model, name, layer.base)
     return model
-
-
-def trainable_parameters(model: nn.Module) -> int:
-    """Number of scalar parameters of ``model`` with ``requires_grad`` (``sum(p.numel())``)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -12,7 +12,7 @@ Masks are boolean and say where attention is ALLOWED (True = attend), like the `
     masked_softmax(scores, mask)          # softmax over the keys; masked keys get weight 0
     masked_pool(outputs, mask, "mean")    # (B, T, H) -> (B, H) over the real steps
     check_qkv(q, k, v)                    # ValueError unless (B, H, T, d) floating tensors that fit
-    count_parameters(model)               # int
+    count_parameters(model)               # int; trainable_parameters(model) counts requires_grad only
 """
 
 from __future__ import annotations
@@ -150,3 +150,10 @@ def count_parameters(module: nn.Module) -> int:
     if not isinstance(module, nn.Module):
         raise ValueError(f"count_parameters needs an nn.Module, got {type(module).__name__}")
     return sum(p.numel() for p in module.parameters())
+
+
+def trainable_parameters(module: nn.Module) -> int:
+    """Number of scalar parameters of ``module`` with ``requires_grad``: what an optimiser would change."""
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"trainable_parameters needs an nn.Module, got {type(module).__name__}")
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)

@@ -30,6 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import linear_attention as la
+from .primitives import trainable_parameters
 from .progress import progress
 from .rwkv import TimeMix, token_shift, wkv_by_matmul
 
@@ -246,9 +247,7 @@ class RecallModel(nn.Module):
         return self.head(self.norms[-1](x))  # (B, T, V)
 
 
-def parameter_count(model: nn.Module) -> int:
-    """The number of trainable parameters of ``model``."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+parameter_count = trainable_parameters  # the name lecture 10b calls: trainable parameters of a model
 
 
 # --------------------------------------------------------------------------- training and scoring

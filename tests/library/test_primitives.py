@@ -20,6 +20,7 @@ from course_utils.primitives import (
     masked_pool,
     masked_softmax,
     padding_mask,
+    trainable_parameters,
 )
 
 # --------------------------------------------------------------------------- masks
@@ -121,11 +122,20 @@ def test_count_parameters():
         count_parameters(torch.zeros(3))
 
 
+def test_trainable_parameters_counts_what_requires_grad():
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    model[0].weight.requires_grad_(False)
+    assert trainable_parameters(model) == 4 + 4 * 2 + 2
+    assert count_parameters(model) == 3 * 4 + 4 + 4 * 2 + 2
+    with pytest.raises(ValueError, match="nn.Module"):
+        trainable_parameters([torch.zeros(3)])
+
+
 # --------------------------------------------------------------------------- one definition, short floors
 
 
 def test_old_import_paths_give_the_same_objects():
-    from course_utils import attention, gated, primitives, text, transformer
+    from course_utils import attention, gated, lora, primitives, recall, text, transformer
 
     assert attention.causal_mask is transformer.causal_mask is primitives.causal_mask
     assert attention.masked_softmax is primitives.masked_softmax
@@ -133,6 +143,7 @@ def test_old_import_paths_give_the_same_objects():
     assert gated.count_parameters is primitives.count_parameters
     assert gated.lengths_to_mask is text.lengths_to_mask is primitives.lengths_to_mask
     assert transformer.padding_mask is primitives.padding_mask
+    assert lora.trainable_parameters is recall.parameter_count is primitives.trainable_parameters
 
 
 def _floor(module: str) -> set[str]:
