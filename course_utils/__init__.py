@@ -2,6 +2,9 @@
 
 One module per concern, grown unit by unit:
 
+- ``primitives`` the ground floor every module may stand on (imports only torch): ``causal_mask``,
+                ``lengths_to_mask`` / ``padding_mask``, ``masked_softmax``, ``masked_pool``, ``check_qkv``,
+                ``count_parameters``, ``trainable_parameters``
 - ``device``    pick CUDA, then Apple MPS, then the CPU (``get_device``); ``native_bf16``
 - ``repro``     seeding for repeatable notebooks (``seed_everything``)
 - ``testing``   the exercise tests' support: ``checks`` (assertions whose failures name the mistake),
