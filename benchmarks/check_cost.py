@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import io
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -27,8 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "banks"))
 
-import torch  # noqa: E402
 from notebook_cells import _checks_switched_off, load_cells  # noqa: E402
+
+from benchmarks.machine import machine_line  # noqa: E402
 
 
 def _namespace(cells, unit: str) -> dict:
@@ -68,11 +68,7 @@ def main() -> None:
 
         guard.function_layer_required = lambda **options: contextlib.nullcontext()
     units = args.units or sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
-    cpu = platform.processor() or platform.machine()
-    print(
-        f"torch {torch.__version__}, {cpu}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"
-    )
+    print(f"{machine_line()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
     print(f"{'unit':<24} {'test cell':<18} {'checks on':>10} {'checks off':>11} {'ratio':>6}")
     total_on = total_off = 0.0
     for unit in units:

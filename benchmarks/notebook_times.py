@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.machine import cpu_model
+
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = 120.0
 NBVAL = ["--nbval", "--nbval-sanitize-with", "tests/sanitize.cfg", "-p", "no:cacheprovider", "-q"]
@@ -53,14 +55,6 @@ def timed(cmd: list[str], isa_env: dict[str, str]) -> tuple[float, int]:
     return time.perf_counter() - start, result.returncode
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return "unknown CPU"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", help="lectures to time (default: all)")
@@ -78,7 +72,7 @@ def main() -> int:
 
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"CPU {platform.processor() or cpu_model()}, native ATen capability {torch.backends.cpu.get_cpu_capability()}, "
+        f"CPU {cpu_model()}, native ATen capability {torch.backends.cpu.get_cpu_capability()}, "
         f"settings: {' '.join(f'{k}={v}' for k, v in isa_env.items()) or 'native'}"
     )
     failures = 0
