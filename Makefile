@@ -2,12 +2,12 @@
 # missing or older than pyproject.toml or constraints.txt, so a fresh clone needs nothing installed by hand
 # beyond Python 3.10+ and make.
 #   make lab        set up, then open the course in JupyterLab   (students)
-#   make hub HUB_PASSWORD=...  the course on JupyterHub at http://127.0.0.1:8000 (README, "Running a class")
+#   make hub HUB_PASSWORD=...  the course on JupyterHub at http://127.0.0.1:8000 (docs/classroom.md)
 #   make test       set up, then run the whole test suite        (CI)
 #   make exercises  regenerate exercises/ from solutions/        (instructors)
 #   make import SUBMISSIONS=folder UNIT=NN_name   folder/<student_id>.ipynb -> submitted/ (instructors)
 #   make autograde [UNIT=NN_name] [WORKERS=n]     grade submissions in the sandbox        (instructors)
-#        [SCHEDULER=tcp://host:8786|local]           ... on Dask workers (README: grading on several machines)
+#        [SCHEDULER=tcp://host:8786|local]           ... on Dask workers (docs/distributed.md)
 #        [DB_URL=postgresql://user@host/db]          ... into a shared PostgreSQL gradebook (also for feedback, grades)
 #   make feedback [UNIT=NN_name]                  feedback/ without hidden tests          (instructors)
 #   make grades                                   grades.csv with review flags            (instructors)

@@ -11,7 +11,7 @@ c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.log", "data"]
 # The gradebook: by default gradebook.db (SQLite) in the course root. A class graded from several
-# machines shares a PostgreSQL database instead (README: "A shared gradebook on PostgreSQL"); set it
+# machines shares a PostgreSQL database instead (docs/distributed.md, "A shared gradebook on PostgreSQL"); set it
 # here for every command, the formgrader included, or per command with `make ... DB_URL=...`:
 # c.CourseDirectory.db_url = "postgresql://grader@db.example.org:5432/seqmodels"
 

@@ -3,7 +3,7 @@
 Started by ``make hub`` (and by ``tests/classroom/``) as ``jupyterhub -f classroom/jupyterhub_config.py``
 with the course's virtual environment, so every user's single-user server is that environment's
 ``jupyterhub-singleuser``: the course's Python, PyTorch, JupyterLab and nbgrader. Settings come from
-the environment (README, "Running a class"):
+the environment (docs/classroom.md):
 
     COURSE_HUB_PASSWORD     the one password of the test login (8 characters or more; required)
     COURSE_HUB_INSTRUCTORS  comma-separated user names (default: instructor)
@@ -25,7 +25,7 @@ the student's ``JUPYTER_CONFIG_PATH``. Both roles read ``classroom/jupyter/commo
 Users are JupyterHub users, not Unix users: ``SimpleLocalProcessSpawner`` runs every server as the
 Unix user that started the hub, each with a home under ``COURSE_HUB_STATE/home/``. That runs the same
 on a laptop, in CI as root and as any other user, with no accounts to create or remove; it does not
-keep users' files apart from each other, so a real class uses real accounts (README).
+keep users' files apart from each other, so a real class uses real accounts (docs/classroom.md, "For a real class").
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ c.JupyterHub.pid_file = str(STATE / "jupyterhub.pid")
 c.JupyterHub.cleanup_servers = True  # stopping the hub stops every user's server
 
 # The test login: the users above, one shared password. For a real class replace these lines with
-# your institution's authenticator (README, "Running a class").
+# your institution's authenticator (docs/classroom.md, "For a real class").
 c.JupyterHub.authenticator_class = "shared-password"
 c.SharedPasswordAuthenticator.user_password = PASSWORD
 c.Authenticator.allowed_users = set(INSTRUCTORS + STUDENTS)

@@ -62,7 +62,7 @@ INFRASTRUCTURE = frozenset(f"{LIBRARY}.{name}" for name in ("testing", "repro", 
 # A definition is compared when its normalised form has at least MIN_TOKENS tokens (shorter ones are
 # too generic: ``return x @ w.T`` is everybody's answer; a token is a node of the syntax tree, about
 # 0.75 of a lexical token). COPY_THRESHOLD is the similarity from which a definition is reported:
-# ``python -m benchmarks.copy_flags`` measures it (the README's instructor section has the numbers).
+# ``python -m benchmarks.copy_flags`` measures it (docs/autograder.md, "Copy flags", has the numbers).
 MIN_TOKENS = 25
 MIN_METHOD_TOKENS = 60  # an answer's methods count alone only from here: shorter ones are boilerplate
 COPY_THRESHOLD = 0.90

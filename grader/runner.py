@@ -16,7 +16,7 @@ or torch function/dispatch mode is active: a test run with tampered guards score
 blocks new audit hooks, writes to tested functions' ``__code__``/``__defaults__``, and setting a
 trace or profile function from any code but this file's and ``course_utils/testing/guard.py``'s. All of it
 is in-process: it defeats ``tests/grader/test_sandbox_attacks.py``, not a student who
-reverse-engineers this file (see the README's threat model).
+reverse-engineers this file (see the threat model in docs/autograder.md).
 """
 
 from __future__ import annotations

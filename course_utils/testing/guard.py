@@ -49,7 +49,7 @@ built-in called from C code while both the torch-function layer and Python dispa
 nothing here can see it; the review flags ``torch._C``); the original TorchScript/AOTInductor C entry points
 (``__guard_original__`` of the wrappers) called from C code (``functools.partial``, ``map``, or put back on
 their class as a ``functools.partialmethod`` and restored before the block ends); inductor's modules after
-``TORCHINDUCTOR_CACHE_DIR`` is changed. See the README's threat model.
+``TORCHINDUCTOR_CACHE_DIR`` is changed. See the threat model in docs/autograder.md.
 """
 
 from __future__ import annotations
