@@ -260,3 +260,15 @@ def test_kv_cache_size_and_errors():
         generate_with_cache(model, torch.zeros(1, 30, dtype=torch.long), 20)
     with pytest.raises(ValueError, match="long"):
         generate_without_cache(model, torch.zeros(1, 3), 2)
+
+
+def test_unit10_names_are_the_library_s_own():
+    """fast_attention keeps unit 10's names; each is the one definition elsewhere in the library."""
+    import course_utils.fast_attention as fa
+    from course_utils import primitives, self_attention
+
+    assert fa.KVCache is self_attention.KVCache and fa.check_qkv is primitives.check_qkv
+    model = small_gpt()
+    prompt = torch.randint(50, (1, 3), generator=torch.Generator().manual_seed(4))
+    cache = model.new_cache(1, 3)
+    torch.testing.assert_close(forward_with_cache(model, prompt, cache), model(prompt), rtol=1e-6, atol=1e-6)

@@ -123,6 +123,46 @@ def test_generate_is_greedy_at_temperature_zero_and_crops_context():
     assert torch.equal(sampled, generate(model, torch.zeros(1, 1, dtype=torch.long), 5, temperature=0))
 
 
+@pytest.mark.parametrize("options", VARIANTS, ids=str)
+def test_cache_is_an_option_of_the_one_forward_pass(options):
+    """Tokens fed in pieces through ``model(idx, cache)`` give the logits of one full pass, and
+    ``generate(..., use_cache=True)`` writes the tokens that ``generate`` writes without it."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=16, num_layers=2, num_heads=2, d_model=16, **options)).eval()
+    if options.get("residual") == "rezero":  # alpha starts at 0: let the blocks act
+        for block in model.blocks:
+            block.attn.alpha.data.fill_(0.5)
+            block.ffn.alpha.data.fill_(0.5)
+    idx = torch.randint(0, 11, (3, 12), generator=torch.Generator().manual_seed(1))
+    cache = model.new_cache(batch_size=3, max_len=12)
+    with torch.no_grad():
+        pieces = [model(idx[:, :5], cache)] + [model(idx[:, t : t + 1], cache) for t in range(5, 12)]
+    assert cache.length == 12 and cache.nbytes == 2 * 2 * 3 * 2 * 12 * 8 * 4
+    torch.testing.assert_close(torch.cat(pieces, dim=1), model(idx), rtol=1e-5, atol=1e-5)
+    prompt = idx[:2, :3]
+    assert torch.equal(generate(model, prompt, 10, temperature=0, use_cache=True), generate(model, prompt, 10, 0))
+    sampled = [
+        generate(model, prompt, 8, top_k=5, generator=torch.Generator().manual_seed(2), use_cache=cached)
+        for cached in (True, False)
+    ]
+    assert torch.equal(*sampled)
+
+
+def test_cache_errors_name_the_block_size():
+    from course_utils.gpt import check_fits
+
+    model = GPT(GPTConfig(vocab_size=5, block_size=6, num_layers=1, num_heads=1, d_model=8))
+    cache = model.new_cache(batch_size=1, max_len=6)
+    model(torch.zeros(1, 4, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match="4 cached \\+ 3 new tokens exceed block_size=6"):
+        model(torch.zeros(1, 3, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match="block_size=6"):  # a cache does not crop: the sequence must fit
+        generate(model, torch.zeros(1, 4, dtype=torch.long), 3, use_cache=True)
+    assert generate(model, torch.zeros(1, 4, dtype=torch.long), 3).shape == (1, 7)  # without one it crops
+    with pytest.raises(ValueError, match="long"):
+        check_fits(model, torch.zeros(1, 2), 1)
+
+
 def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="divisible"):
         GPTConfig(vocab_size=5, d_model=10, num_heads=3)

@@ -152,3 +152,30 @@ def test_config_switches_pool_and_init():
     for bad in (dict(pool="max"), dict(init="xavier")):
         with pytest.raises(ValueError, match=next(iter(bad))):
             ViTConfig(**bad)
+
+
+def test_vit_and_gpt_share_the_fused_attention_projections():
+    """One fused q/k/v projection for both models (course_utils.self_attention); the parameter names that
+    checkpoints and unit 11's conversion rely on stay ``attn.qkv`` and ``attn.proj``."""
+    from course_utils.gpt import GPT, GPTConfig
+    from course_utils.self_attention import FusedSelfAttention
+
+    vit = ViT(ViTConfig(image_size=8, patch_size=4, num_layers=1, d_model=8, num_heads=2))
+    gpt = GPT(GPTConfig(vocab_size=5, block_size=4, num_layers=1, num_heads=2, d_model=8))
+    assert isinstance(vit.blocks[0].attn, FusedSelfAttention) and isinstance(gpt.blocks[0].attn, FusedSelfAttention)
+    assert {k for k in vit.state_dict() if ".attn." in k} == {
+        "blocks.0.attn.qkv.weight",
+        "blocks.0.attn.qkv.bias",
+        "blocks.0.attn.proj.weight",
+        "blocks.0.attn.proj.bias",
+    }
+    attn = vit.blocks[0].attn
+    x = torch.randn(2, 5, 8)
+    q, k, v = attn.project(x)  # (B, H, T, d_head) each: head h owns features h*d_head .. of q, of k, of v
+    fused = attn.qkv(x)  # (2, 5, 24)
+    torch.testing.assert_close(q[:, 1], fused[..., 4:8])
+    torch.testing.assert_close(v[:, 0], fused[..., 16:20])
+    out = F.scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(attn(x)[0], attn.merge(out))
+    with pytest.raises(ValueError, match=r"\(B, T, 8\)"):
+        attn.project(torch.randn(2, 5, 6))
