@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch import Tensor
 
 from .primitives import causal_mask, check_qkv
 
@@ -217,12 +218,7 @@ def gated_parallel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay:
 
 
 def gated_chunkwise(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    log_decay: torch.Tensor,
-    chunk_size: int = 64,
-    return_state: bool = False,
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, chunk_size: int = 64, return_state: bool = False
 ):
     """Gated linear attention by chunks: ``(B, H, T, d_v)`` (and the final ``S (B, H, d_k, d_v)``).
 
