@@ -45,7 +45,7 @@ def _noop(i: int) -> int:
 
 def make_batch(unit: str, submissions: int, workdir: Path) -> Path:
     """A course copy with ``submissions`` copies of ``unit``'s solution submitted and the assignment generated."""
-    from grader.autograde import nbgrader_command
+    from grader.course import nbgrader_command
 
     course = workdir / "course"
     shutil.copytree(ROOT / "solutions" / unit, course / "solutions" / unit)

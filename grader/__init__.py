@@ -1,14 +1,21 @@
 """grader: the instructors' sandboxed autograder (not imported by notebooks; not visible to student code).
 
-One module per stage, in the order a submission meets them:
+One module per stage. The list below is the stage order, foundations first: a module imports only
+modules listed above it (``tests/grader/test_structure.py`` checks this, lazy imports included).
 
-- ``cli``       ``python -m grader {import,autograde,feedback,export}``: the instructor's commands
-- ``autograde`` grade every submission of a unit in parallel; write ``autograded/`` and the gradebook
-- ``distributed`` the same on Dask workers (``--scheduler``): each runs the sandbox, the caller saves
-- ``gradebook`` the gradebook's URL (``--db-url``): SQLite by default, or a shared PostgreSQL server
-- ``plan``      the notebook that runs: source cells, the student's answers spliced in, scores
-- ``review``    review flags: suspicious constructs, imports of the course library, near copies of it
-- ``sandbox``   bubblewrap, limits and the verified-record protocol (the trusted side of a run)
-- ``runner``    the standalone script that executes cells next to student code, inside the sandbox
-- ``feedback``  nbgrader's ``HideTestCode`` preprocessor and the redaction of hidden-test code
+- ``runner``     the standalone script that executes cells next to student code, inside the sandbox
+- ``sandbox``    the sandbox: its bubblewrap command, its limits, and why one cannot be made here
+- ``session``    one run of the runner in its sandbox: cells in, records verified against a per-run key
+- ``notebook``   notebook JSON read tolerantly: cells, their text, their nbgrader metadata
+- ``redact``     hidden-test lines and their redaction, defined once
+- ``plan``       the notebook that runs: source cells, the student's answers spliced in, scores
+- ``review``     review flags: suspicious constructs, imports of the course library, near copies of it
+- ``course``     the nbgrader course on disk: configuration, gradebook URL, notebooks, data files, import
+- ``grade``      a ``Job`` and the pure function that grades one notebook
+- ``pools``      where jobs run: threads on this machine or Dask workers (``--scheduler``)
+- ``gradebook``  write ``autograded/``, the gradebook and the log; export grades to CSV
+- ``feedback``   nbgrader's ``HideTestCode`` preprocessor and the feedback command with its leak check
+- ``autograde``  orchestration: every submission of a unit through a pool, then saved
+- ``cli``        ``python -m grader {import,autograde,feedback,export}``: argument parsing only
+- ``__main__``   the entry point of ``python -m grader``
 """

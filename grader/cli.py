@@ -6,8 +6,10 @@
     python -m grader export [--to FILE]     # nbgrader export plus a review_flags column
 
 ``--db-url URL`` (before the command) names the gradebook, e.g. a shared PostgreSQL database
-(``grader.gradebook``); ``autograde --scheduler tcp://HOST:8786`` grades on Dask workers
-(``grader.distributed``; ``--scheduler local`` starts a local cluster of ``--workers`` processes).
+(``grader.course.check_db_url``); ``autograde --scheduler tcp://HOST:8786`` grades on Dask workers
+(``grader.pools``; ``--scheduler local`` starts a local cluster of ``--workers`` processes).
+Each command is implemented where its stage lives: import in ``grader.course``, autograde in
+``grader.autograde``, feedback in ``grader.feedback``, export in ``grader.gradebook``.
 
 They work on nbgrader's own folders and gradebook, so the formgrader and stock ``nbgrader
 generate_feedback`` / ``export`` keep working next to them.
@@ -16,104 +18,17 @@ generate_feedback`` / ``export`` keep working next to them.
 from __future__ import annotations
 
 import argparse
-import csv
-import glob
-import html
-import json
-import os
-import re
-import shutil
 import sys
 import time
 import warnings
-from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.autograde import LOG_NAME, STUDENT_ID, autograde, load_course, nbgrader_command, trusted_notebook
-from grader.distributed import check_scheduler
-from grader.gradebook import check_db_url
-from grader.plan import cell_text, cells, hidden_lines, nbgrader_meta
+from grader.autograde import autograde
+from grader.course import check_db_url, import_submissions
+from grader.feedback import feedback
+from grader.gradebook import export
+from grader.pools import check_scheduler
 from grader.sandbox import UNSAFE_FLAG, Limits, SandboxUnavailable
-
-
-def import_submissions(course: Path, unit: str, folder: Path) -> list[str]:
-    """Copy ``folder/<student_id>.ipynb`` to ``submitted/<student_id>/<unit>/<notebook>.ipynb``."""
-    coursedir = load_course(course)
-    names = sorted(Path(coursedir.format_path(coursedir.source_directory, ".", unit)).glob("*.ipynb"))
-    if len(names) != 1:
-        raise ValueError(f"{unit}: import needs a unit with exactly one notebook, found {len(names)}")
-    imported = []
-    for path in sorted(Path(folder).glob("*.ipynb")):
-        if not STUDENT_ID.match(path.stem):
-            print(f"skipping {path.name}: not a valid student id", file=sys.stderr)
-            continue
-        dest = Path(coursedir.format_path(coursedir.submitted_directory, path.stem, unit))
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dest / names[0].name)
-        stamp = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
-        (dest / "timestamp.txt").write_text(stamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
-        imported.append(path.stem)
-    return imported
-
-
-def feedback(course: Path, units: list[str], db_url: str | None = None) -> list[str]:
-    """Run ``nbgrader generate_feedback`` per unit; delete (and return) any page quoting hidden tests.
-
-    A hidden-test line counts as quoted unless the release or the student's own answers contain it.
-    ``db_url`` overrides the configured gradebook.
-    """
-    coursedir = load_course(course, db_url)
-    leaked = []
-    for unit in units:
-        if not glob.glob(coursedir.format_path(coursedir.autograded_directory, "*", unit)):
-            print(f"{unit}: nothing autograded yet, no feedback")
-            continue
-        nbgrader_command(course, "generate_feedback", unit, "--force", db_url=coursedir.db_url)
-        source = Path(coursedir.format_path(coursedir.source_directory, ".", unit))
-        release = Path(coursedir.format_path(coursedir.release_directory, ".", unit))
-        hidden = {
-            nb.stem: hidden_lines(trusted_notebook(nb), trusted_notebook(release / nb.name))
-            for nb in source.glob("*.ipynb")
-        }
-        for page in glob.glob(os.path.join(coursedir.format_path(coursedir.feedback_directory, "*", unit), "*.html")):
-            page = Path(page)
-            graded = (
-                Path(coursedir.format_path(coursedir.autograded_directory, page.parts[-3], unit)) / f"{page.stem}.ipynb"
-            )
-            own = (
-                "\n".join(
-                    cell_text(c) or "" for c in cells(trusted_notebook(graded)) if nbgrader_meta(c).get("solution")
-                )
-                if graded.exists()
-                else ""
-            )
-            plain = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
-            if any(line in plain and line not in own for line in hidden.get(page.stem, [])):
-                page.unlink()
-                leaked.append(str(page))
-    return leaked
-
-
-def export(course: Path, to: Path, db_url: str | None = None) -> Path:
-    """``nbgrader export`` to ``to``, plus a ``review_flags`` column from the autograde logs.
-
-    ``db_url`` overrides the configured gradebook.
-    """
-    coursedir = load_course(course, db_url)
-    nbgrader_command(course, "export", "--to", str(to), db_url=coursedir.db_url)
-    rows = list(csv.DictReader(to.open(newline="")))
-    for row in rows:
-        log = (
-            Path(coursedir.format_path(coursedir.autograded_directory, row["student_id"], row["assignment"])) / LOG_NAME
-        )
-        found = [f for entry in (json.loads(log.read_text()) if log.exists() else []) for f in entry["flags"]]
-        row["review_flags"] = "; ".join(found)
-    if rows:
-        with to.open("w", newline="") as out:
-            writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    return to
 
 
 def main(argv: list[str] | None = None) -> int:

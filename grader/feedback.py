@@ -1,56 +1,31 @@
-"""Feedback without hidden tests: nbgrader's ``HideTestCode`` preprocessor and the redaction it uses.
+"""Feedback without hidden tests: nbgrader's ``HideTestCode`` preprocessor and the ``feedback`` command.
 
 ``HideTestCode`` is an nbgrader/nbconvert preprocessor used when generating feedback (wired up
 in ``nbgrader_config.py``). Feedback keeps, for each graded or answer cell that failed, one line:
 the exception type and the start of its message (which our tests write to name the mistake), with
 any line of hidden-test code cut out. Everything else the grading run printed is dropped:
 tracebacks (their context lines would quote hidden tests), streams, displays and results, since
-student code that ran next to the tests could print what it saw there. ``redact`` and
-``hidden_test_lines`` also serve ``grader.plan`` (the graded notebook) and ``grader.cli`` (the
-leak check after ``nbgrader generate_feedback``).
+student code that ran next to the tests could print what it saw there. ``feedback`` runs
+``nbgrader generate_feedback`` and then deletes any page that still quotes a hidden test. The
+hidden lines and their redaction are ``grader.redact``'s.
 """
 
 from __future__ import annotations
 
+import glob
+import html
+import os
+import re
+from pathlib import Path
+
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Int
 
-HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-REDACTED = "[hidden test code removed]"
+from grader.course import load_course, nbgrader_command, trusted_notebook
+from grader.notebook import notebook_text
+from grader.redact import hidden_lines, hidden_test_lines, quotes_hidden, summarize_error
 
-
-def hidden_test_lines(source: str, min_length: int = 13, visible: str = "") -> list[str]:
-    """The stripped lines between BEGIN/END HIDDEN TESTS markers that are long enough to matter.
-
-    Lines that also occur in ``visible`` (what students are shown anyway) are left out.
-    """
-    lines, inside = [], False
-    for line in source.splitlines():
-        if HIDDEN_BEGIN in line or HIDDEN_END in line:
-            inside = HIDDEN_BEGIN in line
-        elif inside and len(line.strip()) >= min_length and line.strip() not in visible:
-            lines.append(line.strip())
-    return lines
-
-
-def redact(text: str, hidden: list[str]) -> str:
-    """``text`` with every occurrence of a hidden-test line (and the markers) replaced."""
-    for line in sorted(set(hidden) | {HIDDEN_BEGIN, HIDDEN_END}, key=len, reverse=True):
-        if line in text:
-            text = text.replace(line, REDACTED)
-    return text
-
-
-def summarize_error(ename: str, evalue: str, hidden: list[str], limit: int = 600) -> str:
-    """``ExceptionName: message`` for students: at most 8 lines and ``limit`` characters, redacted."""
-    text = redact(f"{ename}: {evalue}".strip(), hidden)
-    lines = text.splitlines() or [""]
-    short = "\n".join(lines[:8])
-    if len(short) > limit:
-        short = short[: limit - 3] + "..."
-    elif len(lines) > 8:
-        short += "\n..."
-    return redact(short, hidden)
+__all__ = ["HideTestCode", "feedback", "hidden_test_lines"]  # hidden_test_lines: re-exported for older imports
 
 
 class HideTestCode(Preprocessor):
@@ -66,12 +41,11 @@ class HideTestCode(Preprocessor):
 
     def preprocess(self, nb, resources):
         """Look up the notebook's hidden-test lines (in the gradebook), then process every cell."""
-        visible = "\n".join(cell.source for cell in nb.cells)  # hidden tests are already cleared here
-        self._hidden = self._hidden_lines(resources, visible)
+        self._hidden = self._hidden_lines(resources, nb)  # nb's hidden tests are already cleared here
         return super().preprocess(nb, resources)
 
     @staticmethod
-    def _hidden_lines(resources, visible: str) -> list[str]:
+    def _hidden_lines(resources, nb) -> list[str]:
         info = (resources or {}).get("nbgrader") or {}
         if not info.get("db_url"):
             return []
@@ -80,11 +54,8 @@ class HideTestCode(Preprocessor):
 
             with Gradebook(info["db_url"]) as gb:
                 notebook = gb.find_notebook(info["notebook"], info["assignment"])
-                return [
-                    line
-                    for cell in notebook.source_cells
-                    for line in hidden_test_lines(cell.source or "", visible=visible)
-                ]
+                source = {"cells": [{"source": cell.source or ""} for cell in notebook.source_cells]}
+                return hidden_lines(source, nb)
         except Exception:  # noqa: BLE001 - feedback without the gradebook still hides tracebacks
             return []
 
@@ -108,3 +79,35 @@ class HideTestCode(Preprocessor):
                 kept.append(output)
         cell["outputs"] = kept
         return cell, resources
+
+
+def feedback(course: Path, units: list[str], db_url: str | None = None) -> list[str]:
+    """Run ``nbgrader generate_feedback`` per unit; delete (and return) any page quoting hidden tests.
+
+    A hidden-test line counts as quoted unless the release or the student's own answers contain it.
+    ``db_url`` overrides the configured gradebook.
+    """
+    coursedir = load_course(course, db_url)
+    leaked = []
+    for unit in units:
+        if not glob.glob(coursedir.format_path(coursedir.autograded_directory, "*", unit)):
+            print(f"{unit}: nothing autograded yet, no feedback")
+            continue
+        nbgrader_command(course, "generate_feedback", unit, "--force", db_url=coursedir.db_url)
+        source = Path(coursedir.format_path(coursedir.source_directory, ".", unit))
+        release = Path(coursedir.format_path(coursedir.release_directory, ".", unit))
+        hidden = {
+            nb.stem: hidden_lines(trusted_notebook(nb), trusted_notebook(release / nb.name))
+            for nb in source.glob("*.ipynb")
+        }
+        for page in glob.glob(os.path.join(coursedir.format_path(coursedir.feedback_directory, "*", unit), "*.html")):
+            page = Path(page)
+            graded = (
+                Path(coursedir.format_path(coursedir.autograded_directory, page.parts[-3], unit)) / f"{page.stem}.ipynb"
+            )
+            own = notebook_text(trusted_notebook(graded), solution_only=True) if graded.exists() else ""
+            plain = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+            if quotes_hidden(plain, hidden.get(page.stem, []), own):
+                page.unlink()
+                leaked.append(str(page))
+    return leaked

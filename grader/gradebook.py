@@ -1,50 +1,127 @@
-"""Where the gradebook lives: nbgrader's ``db_url``, SQLite by default or a shared PostgreSQL database.
+"""Write the grades: ``autograded/``, nbgrader's gradebook and the instructor's log; export them to CSV.
 
-nbgrader keeps its gradebook through SQLAlchemy, so the URL is SQLAlchemy's: ``sqlite:////abs/gradebook.db``
-(nbgrader's default, in the course root) or ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE``
-(driver: psycopg 3, SQLAlchemy's default for ``postgresql://``, from the ``classroom`` extra; a unix socket as ``postgresql://USER@/DATABASE?host=/run/dir``).
-``check_db_url`` refuses anything else with a message that says what is wrong, before nbgrader
-would fail deep inside SQLAlchemy.
+``save`` writes one student's graded notebooks of a unit as stock ``nbgrader autograde`` does (the
+folder ``autograded/<student>/<unit>/``, the grade and comment rows, nbgrader's late penalty), so
+that ``nbgrader formgrader``, ``generate_feedback`` and ``export`` keep working; next to them it
+writes ``autograde.log``, what the run saw (``log_entry``), which feedback never copies. ``export`` is
+``nbgrader export`` plus a ``review_flags`` column read from those logs. Where the gradebook lives
+(``db_url``) is the course's configuration: ``grader.course.check_db_url``.
 """
 
 from __future__ import annotations
 
-BACKENDS = ("sqlite", "postgresql")
-EXAMPLE = "sqlite:////path/to/gradebook.db or postgresql://USER@HOST:5432/DATABASE"
+import csv
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+from grader.course import copy_submission_files, load_course, nbgrader_command
+from grader.grade import Graded
+from grader.plan import autograded_notebook
+
+LOG_NAME = "autograde.log"  # nbgrader's ignore list holds "*.log": feedback never copies it to students
 
 
-def check_db_url(url: str) -> str:
-    """``url`` when it is a gradebook URL this course can use (its driver installed); else a ``ValueError``."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+def save(
+    gb,
+    coursedir,
+    unit: str,
+    student: str,
+    results: list[Graded],
+    release: dict[str, dict],
+    hidden: dict[str, list[str]],
+) -> None:
+    """Write autograded/<student>/<unit>/ and the grades of ``results`` into the open gradebook ``gb``, as
+    stock ``nbgrader autograde`` does. ``release`` and ``hidden`` map each notebook's name to its release
+    notebook dict and to its hidden-test lines (``grader.redact.hidden_lines``)."""
+    from nbformat import from_dict
+    from nbformat.v4 import writes
+    from nbgrader.preprocessors import AssignLatePenalties
+    from nbgrader.utils import compute_checksum
 
-    if not isinstance(url, str) or not url.strip():
-        raise ValueError(f"the gradebook URL (db_url) is empty: expected {EXAMPLE}")
-    try:
-        parsed = make_url(url.strip())
-    except (ArgumentError, ValueError) as exc:
-        raise ValueError(f"db_url {url!r} is not a database URL ({exc}): expected {EXAMPLE}") from None
-    shown = parsed.render_as_string(hide_password=True)
-    backend = parsed.get_backend_name()
-    if backend not in BACKENDS:
-        raise ValueError(f"db_url {shown!r}: the gradebook can be SQLite or PostgreSQL, not {backend!r} ({EXAMPLE})")
-    if not parsed.database:
-        raise ValueError(f"db_url {shown!r} names no database ({EXAMPLE})")
-    try:
-        parsed.get_dialect().import_dbapi()
-    except ImportError as exc:
-        raise ValueError(
-            f"db_url {shown!r} needs the {parsed.drivername!r} database driver, which is not installed ({exc}); "
-            f"install the course with its classroom extra: pip install -e '.[classroom]'"
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - SQLAlchemy names an unknown driver in several ways
-        raise ValueError(f"db_url {shown!r}: unknown database driver {parsed.drivername!r} ({exc})") from None
-    return url.strip()
+    dest = Path(coursedir.format_path(coursedir.autograded_directory, student, unit))
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    copy_submission_files(coursedir, unit, student, dest)
+    submitted = Path(coursedir.format_path(coursedir.submitted_directory, student, unit))
+    timestamp = coursedir.get_existing_timestamp(str(submitted))
+    warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
+    gb.update_or_create_student(student)
+    # as stock `nbgrader autograde`: a regraded submission keeps its rows (and any manual grades)
+    submission = gb.update_or_create_submission(unit, student, **({"timestamp": timestamp} if timestamp else {}))
+    late = submission.assignment.duedate is not None and submission.total_seconds_late > 0
+    for graded in results:
+        nb = from_dict(autograded_notebook(graded.parts, graded.run, release[graded.notebook], hidden[graded.notebook]))
+        # one query for each notebook's grade and comment rows, rather than one per cell
+        record = next(n for n in submission.notebooks if n.name == graded.notebook)
+        grades, comments = {g.name: g for g in record.grades}, {c.name: c for c in record.comments}
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            unchanged = meta.get("checksum") == compute_checksum(cell) if "grade_id" in meta else False
+            if meta.get("grade"):
+                grade = grades[meta["grade_id"]]
+                auto = graded.scores.get(meta["grade_id"]) if not meta.get("solution") else (0.0 if unchanged else None)
+                grade.auto_score, grade.needs_manual_grade = auto, auto is None
+            if meta.get("solution") or meta.get("task"):
+                comments[meta["grade_id"]].auto_comment = "No response." if unchanged and not meta.get("task") else None
+        record.late_submission_penalty = None
+        gb.db.commit()
+        path = dest / f"{graded.notebook}.ipynb"
+        path.write_text(writes(nb), encoding="utf-8")  # built here from trusted parts: skip re-validation
+        path.chmod(0o444)
+        if late:  # nbgrader's own late-penalty step, with its configured plugin
+            resources = {
+                "nbgrader": {
+                    "notebook": graded.notebook,
+                    "assignment": unit,
+                    "student": student,
+                    "db_url": coursedir.db_url,
+                }
+            }
+            AssignLatePenalties(config=coursedir.config).preprocess(nb, resources)
+    (dest / LOG_NAME).write_text(json.dumps([log_entry(g) for g in results], indent=1))
 
 
-def sqlite_path(url: str) -> str | None:
-    """The file of a SQLite gradebook (what the sandbox must not see); None for a database server."""
-    from sqlalchemy.engine import make_url
+def log_entry(graded: Graded) -> dict:
+    """What the instructor's log keeps of one graded notebook: scores, flags, outcome and each cell's
+    verified record (a JSON-ready dict)."""
+    run = graded.run
+    return {
+        "student": graded.student,
+        "notebook": graded.notebook,
+        "scores": graded.scores,
+        "flags": graded.flags,
+        "outcome": run.outcome,
+        "detail": run.detail,
+        "seconds": round(run.seconds, 2),
+        "forged_lines": run.forged,
+        "cells": {
+            i: {k: r.get(k) for k in ("grade_id", "status", "ename", "evalue", "traceback")}
+            for i, r in run.records.items()
+        },
+        "stderr": run.stderr,
+    }
 
-    parsed = make_url(url)
-    return parsed.database if parsed.get_backend_name() == "sqlite" else None
+
+def export(course: Path, to: Path, db_url: str | None = None) -> Path:
+    """``nbgrader export`` to ``to``, plus a ``review_flags`` column from the autograde logs.
+
+    ``db_url`` overrides the configured gradebook.
+    """
+    coursedir = load_course(course, db_url)
+    nbgrader_command(course, "export", "--to", str(to), db_url=coursedir.db_url)
+    rows = list(csv.DictReader(to.open(newline="")))
+    for row in rows:
+        log = (
+            Path(coursedir.format_path(coursedir.autograded_directory, row["student_id"], row["assignment"])) / LOG_NAME
+        )
+        found = [f for entry in (json.loads(log.read_text()) if log.exists() else []) for f in entry["flags"]]
+        row["review_flags"] = "; ".join(found)
+    if rows:
+        with to.open("w", newline="") as out:
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return to

@@ -3,8 +3,8 @@
 ``plan`` reads the nbgrader source (``solutions/``) and the release: setup and test cells (hidden
 tests included), points and grade ids, with the release stubs in the answer slots; ``splice`` puts
 in the student's answer and written cells, matched by grade id (then cell id); ``score`` turns a
-verified record of ``grader.sandbox`` into points; ``autograded_notebook`` writes what nbgrader's
-formgrader and feedback read; ``hidden_lines`` lists the hidden-test lines feedback must not show.
+verified record of ``grader.session`` into points; ``autograded_notebook`` writes what nbgrader's
+formgrader and feedback read, with hidden-test code redacted from the outputs (``grader.redact``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from grader.feedback import hidden_test_lines, redact
-
-MAX_SOURCE = 2**20
+from grader.notebook import cell_text, cells, nbgrader_meta
+from grader.redact import redact
 
 
 @dataclass
@@ -26,27 +25,6 @@ class Part:
     grade_id: str
     source: str  # from solutions/ (the student's, for answer and written cells, once spliced)
     points: float = 0.0
-
-
-def cells(nb: dict) -> list[dict]:
-    """The cells of a notebook dict; tolerant of malformed (untrusted) JSON."""
-    found = nb.get("cells") if isinstance(nb, dict) else None
-    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
-
-
-def cell_text(cell: dict) -> str | None:
-    """A cell's source as one string, or None when it is malformed or larger than MAX_SOURCE."""
-    source = cell.get("source", "")
-    if isinstance(source, list) and all(isinstance(s, str) for s in source):
-        source = "".join(source)
-    return source if isinstance(source, str) and len(source) <= MAX_SOURCE else None
-
-
-def nbgrader_meta(cell: dict) -> dict:
-    """A cell's ``metadata.nbgrader`` dict ({} when absent or malformed)."""
-    meta = cell.get("metadata", {})
-    meta = meta.get("nbgrader", {}) if isinstance(meta, dict) else {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def plan(source_nb: dict, release_nb: dict) -> list[Part]:
@@ -147,9 +125,3 @@ def autograded_notebook(parts: list[Part], run, release_nb: dict, hidden: list[s
             cell["execution_count"] = part.index + 1
             cell["outputs"] = _outputs(part, records.get(part.index), run, hidden, part.index + 1)
     return nb
-
-
-def hidden_lines(source_nb: dict, release_nb: dict) -> list[str]:
-    """Hidden-test lines of a source notebook that its release does not show anyway."""
-    visible = "\n".join(cell_text(c) or "" for c in cells(release_nb))
-    return [line for c in cells(source_nb) for line in hidden_test_lines(cell_text(c) or "", visible=visible)]

@@ -83,7 +83,7 @@ def make_course(root: Path) -> Path:
 
 def generated_course(root: Path) -> Path:
     """``make_course`` with the assignment generated (``exercises/`` and a SQLite gradebook that knows it)."""
-    from grader.autograde import nbgrader_command
+    from grader.course import nbgrader_command
 
     course = make_course(root)
     nbgrader_command(course, "generate_assignment", UNIT, "--force")

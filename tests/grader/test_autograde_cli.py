@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.autograde import LOG_NAME, load_course
 from grader.cli import main
-from grader.feedback import hidden_test_lines
+from grader.course import load_course
+from grader.gradebook import LOG_NAME
+from grader.redact import hidden_test_lines
 from grader.review import library_index
 from grader.sandbox import UNSAFE_FLAG, sandbox_problem
 

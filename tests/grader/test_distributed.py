@@ -1,4 +1,4 @@
-"""Grading on Dask workers (``grader.distributed``): the same grades as the local pool, and none lost.
+"""Grading on Dask workers (``grader.pools.DaskPool``): the same grades as the local pool, and none lost.
 
 A Dask scheduler with two worker processes (one thread each) runs on the loopback interface for this
 module. The tiny fixture unit (``classroom_course``) is graded through it, sandboxed where a sandbox
@@ -21,7 +21,7 @@ from classroom_course import ANSWERS, EXPECTED, UNIT, clone, generated_course, g
 
 from grader.autograde import autograde
 from grader.cli import main
-from grader.distributed import check_scheduler
+from grader.pools import check_scheduler
 from grader.sandbox import Limits, sandbox_problem
 
 distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install -e '.[dev]')")
@@ -136,19 +136,19 @@ def test_a_worker_killed_mid_batch_loses_no_submission(cluster, template, tmp_pa
 def test_a_notebook_that_cannot_be_graded_does_not_stop_the_others(template, tmp_path, monkeypatch):
     """A task that raises (on Dask: one that killed every worker it ran on) is reported at the end of
     the run, after the other students' grades were saved."""
-    import grader.autograde as autograde_module
+    import grader.pools as pools
 
     course = clone(template, tmp_path / "failing")
     for student, kind in STUDENTS.items():
         submit(course, student, ANSWERS[kind])
-    real = autograde_module.grade_notebook
+    real = pools.grade_notebook
 
-    def failing_for_ben(student, *args, **kwargs):
-        if student == "ben":
+    def failing_for_ben(job, *args, **kwargs):
+        if job.student == "ben":
             raise OSError("the worker's disk is full")
-        return real(student, *args, **kwargs)
+        return real(job, *args, **kwargs)
 
-    monkeypatch.setattr(autograde_module, "grade_notebook", failing_for_ben)
+    monkeypatch.setattr(pools, "grade_notebook", failing_for_ben)
     lines: list[str] = []
     with pytest.raises(RuntimeError, match="ben: not graded: OSError"):
         autograde(course, workers=2, limits=LIMITS, sandbox=SANDBOX, log=lines.append)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import nbformat
 
-from grader.feedback import REDACTED, HideTestCode, hidden_test_lines, redact, summarize_error
+from grader.feedback import HideTestCode
+from grader.redact import REDACTED, hidden_test_lines, redact, summarize_error
 
 SOURCE = """check_equal(add(2, 3), 5, "add(2, 3)")
 ### BEGIN HIDDEN TESTS

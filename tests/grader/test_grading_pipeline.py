@@ -101,7 +101,7 @@ def test_untouched_exercise_scores_zero(course, unit):
 def _hidden_test_lines(unit: str, release: Path) -> list[str]:
     """Lines of code inside the hidden-test regions of the unit's solution notebook that its release
     (``release``, what students are shown anyway) does not contain, as a line or inside one (as
-    ``grader.feedback.hidden_test_lines`` judges them: a hidden ``check_method(`` also opens visible lines)."""
+    ``grader.redact.hidden_test_lines`` judges them: a hidden ``check_method(`` also opens visible lines)."""
     nb = json.loads((ROOT / "solutions" / unit / f"{unit}.ipynb").read_text(encoding="utf-8"))
     shown = json.loads(release.read_text(encoding="utf-8"))
     visible = "\n".join("".join(cell["source"]) for cell in shown["cells"])

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.autograde import load_course
 from grader.cli import main
+from grader.course import load_course
 from grader.sandbox import UNSAFE_FLAG, sandbox_problem
 
 ROOT = Path(__file__).resolve().parents[2]

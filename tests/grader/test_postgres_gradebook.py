@@ -26,9 +26,8 @@ from pathlib import Path
 import pytest
 from classroom_course import ANSWERS, EXPECTED, UNIT, clone, generated_course, gradebook_scores, submit
 
-from grader.autograde import nbgrader_command
 from grader.cli import main
-from grader.gradebook import check_db_url
+from grader.course import check_db_url, nbgrader_command
 from grader.sandbox import UNSAFE_FLAG, sandbox_problem
 
 UNSAFE = [] if sandbox_problem() is None else [UNSAFE_FLAG]

@@ -34,9 +34,10 @@ import nbformat
 import pytest
 
 import grader
-from grader.autograde import autograde, load_course
-from grader.cli import feedback, import_submissions
-from grader.feedback import hidden_test_lines
+from grader.autograde import autograde
+from grader.course import import_submissions, load_course
+from grader.feedback import feedback
+from grader.redact import hidden_test_lines
 from grader.sandbox import Limits, sandbox_problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -513,7 +514,7 @@ except Exception as _e:
         "answers": {
             "add_answer": """import importlib, os, sys
 _seen = []
-for _name in ('grader', 'grader.review', 'grader.plan', 'grader.sandbox', 'grader.cli'):
+for _name in ('grader', 'grader.review', 'grader.plan', 'grader.redact', 'grader.sandbox', 'grader.cli'):
     try:
         _module = importlib.import_module(_name)
     except Exception:
@@ -521,7 +522,8 @@ for _name in ('grader', 'grader.review', 'grader.plan', 'grader.sandbox', 'grade
     if getattr(_module, '__file__', None) or hasattr(_module, 'SUSPICIOUS') or hasattr(_module, 'splice'):
         _seen.append(_name)
 for _dir in [GRADER_DIR, '/grader'] + [os.path.join(_p, 'grader') for _p in sys.path]:
-    for _file in ('review.py', 'plan.py', 'sandbox.py', 'cli.py', 'autograde.py', 'feedback.py', '__init__.py'):
+    for _file in ('review.py', 'plan.py', 'redact.py', 'sandbox.py', 'cli.py', 'autograde.py', 'feedback.py',
+                  '__init__.py'):
         try:
             with open(os.path.join(_dir, _file)) as _fh:
                 _seen.append(_fh.name + ' ' + _fh.read(80))
