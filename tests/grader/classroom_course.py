@@ -1,10 +1,11 @@
-"""A tiny course for the classroom tests (distributed grading, a PostgreSQL gradebook).
+"""Courses for the grader tests: a tiny one for the classroom tests, a copy of the real one, scores read back.
 
 One unit, ``98_classroom``, with two autograded parts in plain Python (no torch import, so a
 submission grades in about a second): ``double`` (2 points) and ``greet`` (1 point). Students
 submit one of three kinds of answer: ``right`` (3 points), ``half`` (``double`` only: 2 points)
 and ``blank`` (the release stubs: 0 points). A ``slow`` answer is right but sleeps first, so that
-a test can catch its grading mid-run.
+a test can catch its grading mid-run. ``course_copy`` copies the real course (every unit of
+``solutions/``) and ``submission_scores`` reads a student's scores back from a course's gradebook.
 """
 
 from __future__ import annotations
@@ -94,6 +95,29 @@ def clone(template: Path, dest: Path) -> Path:
     """A copy of the course ``template`` (cheaper than generating the assignment again)."""
     shutil.copytree(template, dest)
     return dest
+
+
+def course_copy(dest: Path) -> Path:
+    """``dest`` (a new or empty folder) made a copy of the real course: ``solutions/`` and ``nbgrader_config.py``."""
+    shutil.copytree(ROOT / "solutions", dest / "solutions")
+    shutil.copy(ROOT / "nbgrader_config.py", dest)
+    return dest
+
+
+def submission_scores(course: Path, unit: str, student: str) -> dict[str, tuple[float, float]]:
+    """Grade id -> (automatic score, most points) of each code cell of ``student``'s ``unit`` in the gradebook."""
+    from nbgrader.api import Gradebook
+
+    from grader.course import load_course
+
+    with Gradebook(load_course(course).db_url) as gb:
+        submission = gb.find_submission(unit, student)
+        return {
+            g.name: (g.auto_score, g.max_score)
+            for nb in submission.notebooks
+            for g in nb.grades
+            if g.cell_type == "code"
+        }
 
 
 def submit(course: Path, student: str, answers: dict[str, str]) -> None:

@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from classroom_course import course_copy, submission_scores
 from nbgrader.api import Gradebook
 
 from grader.cli import main
@@ -71,9 +72,7 @@ def _copying(solution: Path, target: Path) -> str:
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     """A course copy after `import`, `autograde`, `feedback` and `export` for every unit."""
-    course = tmp_path_factory.mktemp("cli_course")
-    shutil.copytree(ROOT / "solutions", course / "solutions")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
+    course = course_copy(tmp_path_factory.mktemp("cli_course"))
     for unit in UNITS:
         inbox = tmp_path_factory.mktemp(f"lms_{unit}")
         shutil.copy(ROOT / "solutions" / unit / f"{unit}.ipynb", inbox / "alice.ipynb")
@@ -89,17 +88,6 @@ def course(tmp_path_factory) -> Path:
     return course
 
 
-def _scores(course: Path, unit: str, student: str) -> dict[str, tuple[float, float]]:
-    with Gradebook(load_course(course).db_url) as gb:
-        submission = gb.find_submission(unit, student)
-        return {
-            g.name: (g.auto_score, g.max_score)
-            for nb in submission.notebooks
-            for g in nb.grades
-            if g.cell_type == "code"
-        }
-
-
 def test_import_uses_the_lms_file_names(course):
     for unit in UNITS:
         students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{unit}"))
@@ -112,7 +100,7 @@ def test_import_uses_the_lms_file_names(course):
 
 @pytest.mark.parametrize("unit", UNITS)
 def test_solution_scores_full_marks_without_review_flags(course, unit):
-    scores = _scores(course, unit, "alice")
+    scores = submission_scores(course, unit, "alice")
     assert scores and all(score == most for score, most in scores.values()), f"{unit}: {scores}"
     log = json.loads((course / "autograded" / "alice" / unit / LOG_NAME).read_text())
     flags = [f for entry in log for f in entry["flags"] if not f.startswith("copy of course_utils.")]
@@ -121,7 +109,7 @@ def test_solution_scores_full_marks_without_review_flags(course, unit):
 
 @pytest.mark.parametrize("unit", UNITS)
 def test_untouched_exercise_scores_zero(course, unit):
-    scores = _scores(course, unit, "bob")
+    scores = submission_scores(course, unit, "bob")
     assert scores and all(score == 0 for score, _ in scores.values()), f"{unit}: {scores}"
 
 
@@ -170,7 +158,7 @@ def test_refuses_without_a_sandbox_and_names_the_flag(course, capsys):
 def test_unsafe_flag_grades_without_the_sandbox(course):
     unit = UNITS[0]
     assert main(["--course", str(course), "autograde", unit, "--student", "alice", UNSAFE_FLAG]) == 0
-    scores = _scores(course, unit, "alice")
+    scores = submission_scores(course, unit, "alice")
     assert all(score == most for score, most in scores.values()), scores
 
 
@@ -192,8 +180,8 @@ def test_regrading_overwrites_scores_and_keeps_manual_grades(course):
     bob.write_bytes(a)
     unsafe = [] if SANDBOX else [UNSAFE_FLAG]
     assert main(["--course", str(course), "autograde", unit, *unsafe]) == 0
-    assert all(score == 0 for score, _ in _scores(course, unit, "alice").values())
-    assert all(score == most for score, most in _scores(course, unit, "bob").values())
+    assert all(score == 0 for score, _ in submission_scores(course, unit, "alice").values())
+    assert all(score == most for score, most in submission_scores(course, unit, "bob").values())
     with Gradebook(load_course(course).db_url) as gb:
         kept = next(g for nb in gb.find_submission(unit, "alice").notebooks for g in nb.grades if g.name == written_id)
         assert kept.manual_score == 1.0

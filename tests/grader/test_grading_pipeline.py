@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from classroom_course import course_copy
 from nbgrader.api import Gradebook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,9 +39,7 @@ def nbgrader(course: Path, *args: str) -> None:
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     """A copy of the course with exercises regenerated, both students submitted and autograded."""
-    course = tmp_path_factory.mktemp("course")
-    shutil.copytree(ROOT / "solutions", course / "solutions")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
+    course = course_copy(tmp_path_factory.mktemp("course"))
     for unit in UNITS:
         nbgrader(course, "generate_assignment", unit, "--force")
         for student, folder in STUDENTS.items():

@@ -10,11 +10,11 @@ that decides who may set trace and profile functions (the work watch counts Pyth
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
+from classroom_course import course_copy
 from nbgrader.api import Gradebook
 
 from grader.cli import main
@@ -70,9 +70,7 @@ def _cheating(unit: str, target: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory) -> tuple[Path, dict[str, set[str]]]:
-    course = tmp_path_factory.mktemp("method_course")
-    shutil.copytree(ROOT / "solutions", course / "solutions")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
+    course = course_copy(tmp_path_factory.mktemp("method_course"))
     failing = {}
     for unit in CHEATS:
         inbox = tmp_path_factory.mktemp(f"lms_{unit}")

@@ -32,10 +32,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from classroom_course import submission_scores
 
 import grader
 from grader.autograde import autograde
-from grader.course import import_submissions, load_course
+from grader.course import import_submissions
 from grader.feedback import feedback
 from grader.redact import hidden_test_lines
 from grader.sandbox import Limits, sandbox_problem
@@ -673,16 +674,7 @@ def graded(tmp_path_factory):
 
 
 def _scores(course: Path, student: str) -> dict[str, tuple[float, float]]:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(load_course(course).db_url) as gb:
-        submission = gb.find_submission(UNIT, student)
-        return {
-            g.name: (g.auto_score, g.max_score)
-            for nb in submission.notebooks
-            for g in nb.grades
-            if g.cell_type == "code"
-        }
+    return submission_scores(course, UNIT, student)
 
 
 def _feedback_text(course: Path, student: str) -> str:
