@@ -13,9 +13,10 @@ The cells follow PyTorch's weight layout, so a from-scratch cell given the weigh
   and ``h' = z * h + (1 - z) * n``. :func:`gru_cell_textbook` applies ``r`` to ``h`` before the
   projection, ``n = tanh(W_in x + b_in + W_hn (r * h) + b_hn)``: also a GRU, but a different function.
 
-Also here: sequence runners over ``(B, T, D)``, :func:`masked_pool` over padded batches,
-the adding problem (a long-range regression task), :class:`SequenceClassifier` and the
-order-blind :class:`BagOfEmbeddings` baseline.
+Also here: sequence runners over ``(B, T, D)``, the adding problem (a long-range regression task),
+:class:`SequenceClassifier` and the order-blind :class:`BagOfEmbeddings` baseline. The pooling over
+padded batches, :func:`masked_pool`, and ``count_parameters`` are defined in ``course_utils.primitives``
+and importable from here too (unit 05 introduces them).
 """
 
 from __future__ import annotations
