@@ -36,14 +36,14 @@ class FusedSelfAttention(nn.Module):
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-        self.num_heads, self.dropout = num_heads, dropout
+        self.d_model, self.num_heads, self.dropout = d_model, num_heads, dropout
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``x (B, T, D)`` -> ``q, k, v``, each ``(B, H, T, d_head)`` (views of one ``(B, T, 3 D)`` tensor)."""
-        if x.dim() != 3 or x.shape[-1] * 3 != self.qkv.out_features:
-            raise ValueError(f"x must be (B, T, {self.qkv.in_features}), got shape {tuple(x.shape)}")
+        if x.dim() != 3 or x.shape[-1] != self.d_model:  # not qkv's attributes: LoRA may wrap the layer
+            raise ValueError(f"x must be (B, T, {self.d_model}), got shape {tuple(x.shape)}")
         batch_size, seq_len, d_model = x.shape
         q, k, v = self.qkv(x).split(d_model, dim=-1)  # (B, T, D) each
         return tuple(t.view(batch_size, seq_len, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))
