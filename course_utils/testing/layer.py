@@ -1,11 +1,12 @@
 """Beneath the torch-function layer: a watch at PyTorch's dispatcher that no tensor operation bypasses.
 
-The call guard (:mod:`course_utils.testing.guard`) and the work watch (:mod:`course_utils.testing.work`)
-see PyTorch through torch-function modes. Code can switch that layer off (``torch._C.DisableTorchFunction``)
-or pop the modes from C, and run operators unseen. ``function_layer_required()`` pushes a
-``TorchDispatchMode``, which sees every ATen operation however it was called (from C code, inside a custom
-``autograd.Function``, a composite operator, a torch-function handler), and refuses any that did not come
-through the torch-function layer. It also reports each operation to the blocks that asked (``on_op``), which is how the work watch counts.
+The call guard (:mod:`course_utils.testing.guard`) and the work watch (:mod:`course_utils.testing.work`) see
+PyTorch through torch-function modes. Code can switch that layer off (``torch._C.DisableTorchFunction``) or
+pop the modes from C, and run operators unseen. ``function_layer_required()`` pushes a ``TorchDispatchMode``,
+which sees every ATen operation however it was called (from C code, inside a custom ``autograd.Function``, a
+composite operator, a torch-function handler), and refuses any that did not come through the torch-function
+layer. It also reports each operation to the blocks that asked (``on_op``), which is how the work watch
+counts.
 
 What it cannot see: operations run while Python dispatch is switched off as well
 (``torch._C._DisableTorchDispatch``), since no Python code runs there; the grader's review flags
