@@ -53,8 +53,8 @@ SUSPICIOUS = {
     # complex arithmetic: the complex-step derivative (Im f(x + ih) / h) in a part that asks for gradients by hand
     "complex-numbers": r"\bcomplex(64|128)\b|\bcomplex\s*\(|\bc(float|double)\b|\.imag\b|\bview_as_complex\b"
     r"|(?<![\w.])\d+(\.\d*)?j\b",
-    "grader": r"\b(import|from)\s+grader\b|\bgrader\s*\.\s*(runner|sandbox|session|notebook|redact|plan|review|course|grade|pools|gradebook|feedback|autograde|cli)\b"
-    r"|/grader\b|runner\.py",
+    "grader": r"\b(import|from)\s+grader\b|/grader\b|runner\.py|\bgrader\s*\.\s*(runner|sandbox|session|notebook|redact"
+    r"|plan|review|course|grade|pools|gradebook|feedback|autograde|cli)\b",
 }
 LIBRARY = "course_utils"
 # Modules an answer may import: what test cells and notebooks use around the exercises, no reference code.
