@@ -10,7 +10,8 @@
 #        [SCHEDULER=tcp://host:8786|local]           ... on Dask workers (docs/distributed.md)
 #        [DB_URL=postgresql://user@host/db]          ... into a shared PostgreSQL gradebook (also for feedback, grades)
 #   make feedback [UNIT=NN_name]                  feedback/ without hidden tests          (instructors)
-#   make grades                                   grades.csv with review flags            (instructors)
+#   make grades                                   grades.csv with review flags, grades_parts.csv per cell (instructors)
+#   make report [UNIT=NN_name]                    reports/: the class report, regenerated (instructors)
 #   make lectures [LECTURES=lectures/NN_x.ipynb]  execute lectures in place for commit (authors)
 #   make bench [ISA=avx2|default|other]  time every lecture's "Run All"  (authors)
 #   make bench-grading  stock vs sandboxed autograding, seconds per submission   (authors)
@@ -37,7 +38,7 @@ SUITE_ENV := $(OFFLINE) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 AUTOGRADE := $(OFFLINE) $(BIN)/python -m grader $(if $(DB_URL),--db-url '$(DB_URL)')
 
-.PHONY: setup sandbox-tools postgres-tools datasets-tools browser-tools classroom-proxy hub lab test lectures exercises import autograde feedback grades bench bench-grading bench-grading-distributed bench-long-context format lint clean
+.PHONY: setup sandbox-tools postgres-tools datasets-tools browser-tools classroom-proxy hub lab test lectures exercises import autograde feedback grades report bench bench-grading bench-grading-distributed bench-long-context format lint clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -174,6 +175,10 @@ feedback: setup
 grades: setup
 	$(AUTOGRADE) export --to grades.csv
 
+# reports/UNIT.html and UNIT_parts.csv (without UNIT: every graded unit and reports/course.html), overwritten each run
+report: setup
+	$(AUTOGRADE) report $(if $(UNIT),--unit $(UNIT))
+
 bench: setup
 	$(OFFLINE) $(BIN)/python -m benchmarks.notebook_times $(if $(ISA),--isa $(ISA))
 
@@ -187,4 +192,4 @@ bench-long-context: setup
 	$(OFFLINE) $(BIN)/python -m benchmarks.long_context
 
 clean:
-	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv classroom/node_modules classroom/state
+	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv grades_parts.csv reports classroom/node_modules classroom/state

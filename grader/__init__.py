@@ -16,6 +16,7 @@ modules listed above it (``tests/grader/test_structure.py`` checks this, lazy im
 - ``gradebook``  write ``autograded/``, the gradebook and the log; export grades to CSV
 - ``feedback``   nbgrader's ``HideTestCode`` preprocessor and the feedback command with its leak check
 - ``autograde``  orchestration: every submission of a unit through a pool, then saved
-- ``cli``        ``python -m grader {import,autograde,feedback,export}``: argument parsing only
+- ``report``     the instructor's class report: per-part results and the hints that fired, from the gradebook
+- ``cli``        ``python -m grader {import,autograde,feedback,export,report}``: argument parsing only
 - ``__main__``   the entry point of ``python -m grader``
 """

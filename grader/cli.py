@@ -3,13 +3,14 @@
     python -m grader import UNIT FOLDER     # FOLDER/alice.ipynb -> submitted/alice/UNIT/UNIT.ipynb
     python -m grader autograde [UNIT ...]   # every submission, in parallel, sandboxed (grader.autograde)
     python -m grader feedback [UNIT ...]    # nbgrader generate_feedback, then a leak check
-    python -m grader export [--to FILE]     # nbgrader export plus a review_flags column
+    python -m grader export [--to FILE]     # nbgrader export plus a review_flags column, and FILE_parts.csv
+    python -m grader report [--unit UNIT]   # reports/UNIT.html + UNIT_parts.csv (all units: + course.html)
 
 ``--db-url URL`` (before the command) names the gradebook, e.g. a shared PostgreSQL database
 (``grader.course.check_db_url``); ``autograde --scheduler tcp://HOST:8786`` grades on Dask workers
 (``grader.pools``; ``--scheduler local`` starts a local cluster of ``--workers`` processes).
 Each command is implemented where its stage lives: import in ``grader.course``, autograde in
-``grader.autograde``, feedback in ``grader.feedback``, export in ``grader.gradebook``.
+``grader.autograde``, feedback in ``grader.feedback``, export in ``grader.gradebook``, report in ``grader.report``.
 
 They work on nbgrader's own folders and gradebook, so the formgrader and stock ``nbgrader
 generate_feedback`` / ``export`` keep working next to them.
@@ -28,6 +29,7 @@ from grader.course import check_db_url, import_submissions
 from grader.feedback import feedback
 from grader.gradebook import export
 from grader.pools import check_scheduler
+from grader.report import write_course, write_unit
 from grader.sandbox import UNSAFE_FLAG, Limits, SandboxUnavailable
 
 
@@ -64,8 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     ag.add_argument("--bwrap", help=argparse.SUPPRESS)
     fb = sub.add_parser("feedback", help="generate feedback HTML without hidden tests")
     fb.add_argument("units", nargs="+")
-    ex = sub.add_parser("export", help="grades CSV with a review_flags column")
+    ex = sub.add_parser("export", help="grades CSV with a review_flags column, and a per-part CSV next to it")
     ex.add_argument("--to", type=Path, default=Path("grades.csv"))
+    rp = sub.add_parser(
+        "report",
+        help="the instructor's class report in reports/ (regenerated: overwrites the previous report)",
+        description="Write reports/UNIT.html and reports/UNIT_parts.csv (without --unit: every graded unit and "
+        "reports/course.html). Reports are regenerated outputs: each run overwrites the previous one. "
+        "They name students: for the instructor only.",
+    )
+    rp.add_argument("--unit", help="one unit (default: every graded unit, plus the course page)")
+    rp.add_argument("--out", type=Path, help="folder of the reports (default: COURSE/reports)")
     args = parser.parse_args(argv)
     course = args.course.resolve()
     warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
@@ -104,6 +115,17 @@ def main(argv: list[str] | None = None) -> int:
         for page in leaked:
             print(f"error: removed {page}: it quoted hidden test code", file=sys.stderr)
         return 1 if leaked else 0
+    elif args.command == "report":
+        out = args.out.resolve() if args.out else None
+        try:
+            paths = (
+                write_unit(course, args.unit, args.db_url, out) if args.unit else write_course(course, args.db_url, out)
+            )
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for path in paths:
+            print(f"wrote {path}")
     else:
         print(f"wrote {export(course, args.to.resolve() if not args.to.is_absolute() else args.to, args.db_url)}")
     return 0

@@ -4,8 +4,9 @@
 folder ``autograded/<student>/<unit>/``, the grade and comment rows, nbgrader's late penalty), so
 that ``nbgrader formgrader``, ``generate_feedback`` and ``export`` keep working; next to them it
 writes ``autograde.log``, what the run saw (``log_entry``), which feedback never copies. ``export`` is
-``nbgrader export`` plus a ``review_flags`` column read from those logs. Where the gradebook lives
-(``db_url``) is the course's configuration: ``grader.course.check_db_url``.
+``nbgrader export`` plus a ``review_flags`` column read from those logs, and writes next to it
+``<name>_parts.csv``, one column per graded cell (``export_parts``), to re-weight or drop a part.
+Where the gradebook lives (``db_url``) is the course's configuration: ``grader.course.check_db_url``.
 """
 
 from __future__ import annotations
@@ -124,4 +125,29 @@ def export(course: Path, to: Path, db_url: str | None = None) -> Path:
             writer = csv.DictWriter(out, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
+    export_parts(coursedir, to.with_name(f"{to.stem}_parts.csv"))
+    return to
+
+
+def export_parts(coursedir, to: Path) -> Path:
+    """Write ``to``: one row per submission (student_id, assignment, score, max_score) and one column per
+    graded cell, named ``UNIT/NOTEBOOK:GRADE_ID``, holding its points (empty for another unit's cells)."""
+    from nbgrader.api import Gradebook
+
+    rows, columns = [], {}
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        for assignment in gb.assignments:
+            for sub in assignment.submissions:
+                row = {"student_id": sub.student.id, "assignment": assignment.name, "score": sub.score}
+                row["max_score"] = sub.max_score
+                for nb in sub.notebooks:
+                    for g in nb.grades:
+                        name = f"{assignment.name}/{nb.name}:{g.name}"
+                        columns[name] = None
+                        row[name] = g.score
+                rows.append(row)
+    with to.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=["student_id", "assignment", "score", "max_score", *columns])
+        writer.writeheader()
+        writer.writerows(sorted(rows, key=lambda r: (r["assignment"], r["student_id"])))
     return to
