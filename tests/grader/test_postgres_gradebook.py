@@ -4,11 +4,12 @@ A throwaway PostgreSQL server (Debian's ``initdb`` and ``pg_ctl``) runs for this
 folder, listening on a unix socket in that folder only (no TCP port); as root it runs as the
 ``postgres`` user, since PostgreSQL refuses to run as root. The tiny fixture unit
 (``classroom_course``) is graded through ``python -m grader --db-url ...`` (sandboxed where a sandbox
-can be made): into PostgreSQL it gets the same scores as into SQLite, and ``export`` reads them
-back; two grader processes grading disjoint students into the same database at the same time leave
-every submission and every grade in it. Where no server can be started the tests skip and say why,
-unless ``COURSE_REQUIRE_POSTGRES=1`` (``make test`` as root, where it installs PostgreSQL), and
-then they fail. A malformed ``--db-url`` is refused in one line, without a server.
+can be made): into PostgreSQL it gets the same scores as into SQLite, ``export`` reads them back
+(per part too) and ``report`` counts each part's failures from them; two grader processes grading
+disjoint students into the same database at the same time leave every submission and every grade
+in it. Where no server can be started the tests skip and say why, unless ``COURSE_REQUIRE_POSTGRES=1``
+(``make test`` as root, where it installs PostgreSQL), and then they fail. A malformed ``--db-url`` is
+refused in one line, without a server.
 """
 
 from __future__ import annotations
@@ -150,6 +151,18 @@ def test_postgres_gives_the_same_grades_as_sqlite(server, template, tmp_path):
     assert main(["--course", str(pg), "--db-url", url, "export", "--to", str(pg / "grades.csv")]) == 0
     rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader((pg / "grades.csv").open())}
     assert rows == {s: sum(EXPECTED[k].values()) for s, k in students.items()}
+    parts = {r["student_id"]: r for r in csv.DictReader((pg / "grades_parts.csv").open())}
+    assert {s: float(parts[s][f"{UNIT}/{UNIT}:double_test"]) for s in students} == {
+        s: EXPECTED[k]["double_test"] for s, k in students.items()
+    }
+    # the class report reads the same PostgreSQL gradebook: failures per part as the answers say
+    assert main(["--course", str(pg), "--db-url", url, "report", "--unit", UNIT]) == 0
+    report = {r["part"]: r for r in csv.DictReader((pg / "reports" / f"{UNIT}_parts.csv").open())}
+    for grade_id in ("double_test", "greet_test"):
+        failing = sum(EXPECTED[k][grade_id] < EXPECTED["right"][grade_id] for k in students.values())
+        assert int(report[f"{UNIT}:{grade_id}"]["failures"]) == failing, report
+    assert report[f"{UNIT}:greet_test"]["top_hint"] == "AssertionError: greet('ada')", report
+    assert main(["--course", str(lite), "report", "--unit", UNIT]) == 0, "and the SQLite one"
 
 
 def test_two_graders_writing_one_gradebook_at_once_lose_nothing(server, template, tmp_path):
