@@ -18,6 +18,7 @@ import csv
 import html
 import io
 import json
+import os
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -75,7 +76,7 @@ class UnitReport:
     most: float
     totals: dict[str, float]
     parts: list[Part]
-    to_read: list[tuple[str, str, str]]  # (student, what, log path)
+    to_read: list[tuple[str, str, str]]  # (student, what, log path: absolute)
     ungraded: list[tuple[str, str]]  # (student, written cell)
 
 
@@ -142,7 +143,7 @@ def unit_report(course: Path, unit: str, db_url: str | None = None) -> UnitRepor
     to_read = []
     for student in sorted(totals):
         path, entries = _log(coursedir, unit, student)
-        where = str(path.relative_to(coursedir.root)) if path.is_relative_to(coursedir.root) else str(path)
+        where = str(path.resolve())
         if not entries:
             to_read.append((student, "no grading log", where))
         for entry in entries:
@@ -158,6 +159,10 @@ def unit_report(course: Path, unit: str, db_url: str | None = None) -> UnitRepor
                 else:
                     hint = hint_line(record.get("ename"), record.get("evalue"), hidden.get(part.notebook, []))
                 part.failures[student] = hint
+    for part in parts.values():  # a failure without a log entry (graded by stock nbgrader, log lost)
+        for student, earned in part.scores.items():
+            if earned < part.points:
+                part.failures.setdefault(student, "no grading log for this part")
     ordered = sorted(parts.values(), key=lambda p: (p.mean() / p.points if p.points else 1.0, p.name))
     return UnitReport(unit, sum(most.values()), totals, ordered, to_read, sorted(ungraded))
 
@@ -231,10 +236,10 @@ def unit_html(report: UnitReport, reports: Path) -> str:
             continue
         hint_rows = [[n, f"<code>{e(h)}</code>", e(p.example(h))] for h, n in p.hints.most_common()]
         body += f"<h3><code>{e(p.name)}</code></h3>" + _table(["students", "hint", "for example"], hint_rows)
-    links = [
-        [e(s), e(what), f'<a href="{e(Path("..", where).as_posix())}">{e(where)}</a>']
-        for s, what, where in report.to_read
-    ]
+    links = []
+    for student, what, where in report.to_read:
+        href = Path(os.path.relpath(where, reports)).as_posix()
+        links.append([e(student), e(what), f'<a href="{e(href)}">{e("/".join(Path(where).parts[-3:]))}</a>'])
     body += "<h2>Submissions to read by hand</h2>"
     body += _table(["student", "why", "log"], links) if links else "<p>None: no review flag, timeout or crash.</p>"
     body += "<h2>Written answers still ungraded in the formgrader</h2>"
