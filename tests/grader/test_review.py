@@ -199,6 +199,9 @@ def test_suspicious_constructs_name_the_grader():
     assert "grader" in suspicious_constructs("import grader.review\n")
     assert "grader" in suspicious_constructs("print(open('/grader/runner.py').read())\n")
     assert suspicious_constructs("def add(a, b):\n    return a + b  # the grader checks this\n") == []
+    stages = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "grader").glob("*.py"))
+    for stage in set(stages) - {"__init__", "__main__"}:  # report included: a new stage is named too
+        assert "grader" in suspicious_constructs(f"stage = sys.modules['x'].grader.{stage}\n"), stage
 
 
 def test_the_real_library_is_indexed_once_and_its_copies_are_flagged():
