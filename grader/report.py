@@ -227,8 +227,8 @@ def unit_html(report: UnitReport, reports: Path) -> str:
     body += f'<img alt="score histogram" src="{_histogram(values, report.most, report.unit)}">'
     rows = []
     for p in report.parts:
-        full, partial, zero = p.counts()
-        rows.append([f"<code>{e(p.name)}</code>", f"{p.mean():.2f} / {p.points:g}", full, partial, zero])
+        share = [f"{n} ({n / max(len(p.scores), 1):.0%})" for n in p.counts()]
+        rows.append([f"<code>{e(p.name)}</code>", f"{p.mean():.2f} / {p.points:g}", *share])
     body += "<h2>Parts, hardest first</h2>" + _table(["part", "mean / points", "full", "partial", "zero"], rows)
     body += "<h2>Mistakes to discuss, per part</h2>"
     for p in report.parts:
