@@ -104,7 +104,8 @@ def expected_hints(graded):
 
 def test_grading_the_class_stays_cheap(graded):
     print(f"graded {len(STUDENTS) + 4} submissions of {UNIT} in {graded[1]:.0f} s")
-    assert graded[1] < 300, f"grading the synthetic class took {graded[1]:.0f} s"
+    # ~130 s alone on 2 cores, ~265 s next to another test worker (make test): a gross regression fails
+    assert graded[1] < 600, f"grading the synthetic class took {graded[1]:.0f} s"
 
 
 def test_each_bank_student_fails_the_part_the_bank_names_with_its_hint(report, expected_hints):
