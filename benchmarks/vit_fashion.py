@@ -15,7 +15,7 @@ The recipe (``RECIPE``): ``course_utils.vit.ViT`` with 4x4 patches (49 tokens + 
 4 Pre-LN layers, 4 heads, MLP ratio 2, PyTorch's default initialisation of the Linear layers;
 AdamW (lr 2e-3, weight decay 0.05 on matrices), linear warm-up over the first 3% of the budget,
 then cosine decay to zero, driven by elapsed time so that it ends exactly when the budget does;
-batch 128; gradient clipping at 1. Each choice was measured at this budget (README): ViT's std-0.02
+batch 128; gradient clipping at 1. Each choice was measured at this budget (docs/benchmarks.md): ViT's std-0.02
 initialisation reached 87.6% instead of 89.7%, and augmentation (``--augment``: random shifts of
 up to 2 pixels and horizontal flips, ``course_utils.images.shift_and_flip``) together with label
 smoothing 0.1 cost 4 points in a 6.4-epoch run (82.2% against 86.2%), so the recipe trains on the

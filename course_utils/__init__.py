@@ -25,7 +25,11 @@ One module per concern, grown unit by unit:
 - ``seq2seq``   units 06-07: parallel-corpus batches, teacher forcing, greedy decoding, scoring
 - ``transformer`` unit 07: positional encodings, encoder/decoder layers, a classifier, a seq2seq model
 - ``decoding``  unit 07: beam search, sampling (temperature, top-k, top-p), MLM and next-token targets
-- ``gpt``       units 07-08: a configurable decoder-only transformer LM (Pre/Post-LN, RMSNorm, SwiGLU, RoPE)
+- ``self_attention`` units 07-10: the fused query/key/value projections the GPT and the ViT share
+                (``FusedSelfAttention``) and the key-value cache (``KVCache``)
+- ``gpt``       units 07-08, 10: a configurable decoder-only transformer LM (Pre/Post-LN, RMSNorm, SwiGLU, RoPE,
+                ALiBi, ReZero) and ``generate``; a key-value cache is an option of its forward pass
+                (``model(idx, cache)``) and of ``generate(..., use_cache=True)``
 - ``attention`` unit 06: masked softmax, scaled dot-product and multi-head attention, additive
                 attention, a GRU encoder-decoder with Bahdanau attention (``BahdanauSeq2Seq``)
 - ``taming``    unit 08: warm-up + cosine, weight-decay groups, RMSNorm, GLU feed-forwards, ReZero,
@@ -34,8 +38,8 @@ One module per concern, grown unit by unit:
 - ``vit``       unit 09: patches, patch embedding, the Vision Transformer, attention rollout
 - ``memory``    unit 10: ``PeakMemory``, peak bytes of the tensors a block creates, the same on every device
 - ``fast_attention`` unit 10: naive vs tiled attention (online softmax, log-sum-exp), its tiled backward from
-                the saved log-sum-exp and ``flash_attention`` (an autograd.Function tiled both ways), a
-                key-value cache for ``gpt.GPT``
+                the saved log-sum-exp and ``flash_attention`` (an autograd.Function tiled both ways);
+                ``generate_with_cache`` / ``generate_without_cache``, unit 10's names for ``gpt.generate``
 - ``linear_attention`` unit 10: linear attention (parallel, recurrent, chunkwise) and its family as one
                 recurrence: RetNet, gated (GLA / Mamba-2), DeltaNet and gated DeltaNet (also by chunks)
 - ``rwkv``      unit 10: RWKV's WKV operator (naive, max-subtracted parallel, by matmul, stable recurrent, chunkwise
