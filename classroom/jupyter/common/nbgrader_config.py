@@ -1,10 +1,14 @@
 """nbgrader settings every user of the hub shares (classroom/jupyterhub_config.py puts this folder on
 JUPYTER_CONFIG_PATH): the course and nbgrader's exchange, where instructors release and collect and
-students fetch and submit. The hub sets COURSE_EXCHANGE for every server it starts."""
+students fetch and submit. The hub sets COURSE_EXCHANGE for every server it starts. Validate shows every
+line of a failure whole, as the course's own nbgrader_config.py has it (course_utils.testing.validate)."""
 
 import os
+
+from course_utils.testing.validate import keep_whole_lines
 
 c = get_config()  # noqa: F821  (injected by nbgrader)
 
 c.CourseDirectory.course_id = "seqmodels"  # as in the course's own nbgrader_config.py
 c.Exchange.root = os.environ["COURSE_EXCHANGE"]
+keep_whole_lines()  # a student's server reads no nbgrader_config.py of the course's root, only this one
