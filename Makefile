@@ -46,7 +46,15 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(BIN)/jupyter labextension enable @jupyter/nbgrader >/dev/null
 	touch $(STAMP)
 
-setup: $(STAMP)
+# JupyterLab opens quietly: no "get notified about official Jupyter news?" pop-up. The course's settings
+# override goes into the environment's overrides.d (read by `make lab` and by every server of `make hub`),
+# beside any overrides.json of the user's own.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/seqmodels.json
+$(LAB_SETTINGS): classroom/jupyter/lab/overrides.json $(STAMP)
+	mkdir -p $(dir $@)
+	cp $< $@
+
+setup: $(STAMP) $(LAB_SETTINGS)
 
 # The autograder's sandbox needs bubblewrap (Linux). Installed when we are root and apt is there;
 # elsewhere, or offline, only a note: sandboxed grading then refuses to run and its tests skip.

@@ -30,6 +30,13 @@ keep_whole_lines()
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
+# Exercises open in JupyterLab unmodified: they carry the kernel metadata JupyterLab writes on load.
+from nbgrader.converters import GenerateAssignment  # noqa: E402
+
+from grader.release import OpenClean  # noqa: E402
+
+c.GenerateAssignment.preprocessors = [*GenerateAssignment.class_traits()["preprocessors"].default(), OpenClean]
+
 # Feedback shows test cells without their hidden tests, and failures without tracebacks
 # (whose context lines would quote the hidden test code); the failure message remains.
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
