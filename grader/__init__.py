@@ -16,6 +16,7 @@ modules listed above it (``tests/grader/test_structure.py`` checks this, lazy im
 - ``pools``      where jobs run: threads on this machine or Dask workers (``--scheduler``)
 - ``gradebook``  write ``autograded/``, the gradebook and the log; export grades to CSV
 - ``feedback``   nbgrader's ``HideTestCode`` preprocessor and the feedback command with its leak check
+- ``edition``    the student edition: lectures, exercises and course_utils without answers, searched for leaks
 - ``autograde``  orchestration: every submission of a unit through a pool, then saved
 - ``cli``        ``python -m grader {import,autograde,feedback,export}``: argument parsing only
 - ``__main__``   the entry point of ``python -m grader``
