@@ -253,3 +253,22 @@ def test_a_notebook_opens_unmodified(path):
     metadata = json.loads(path.read_text(encoding="utf-8"))["metadata"]
     for key, value in KERNEL_METADATA.items():
         assert metadata.get(key) == value, f"{path.relative_to(ROOT)}: metadata {key} is {metadata.get(key)}"
+
+
+def test_make_student_edition_writes_it_and_refuses_a_folder_in_use(tmp_path):
+    """The documented command: `make student-edition DEST=folder` (-o: the environment is not rebuilt)."""
+    stamp = BIN.parent / ".course-installed"
+    settings = BIN.parent / "share/jupyter/lab/settings/overrides.d/seqmodels.json"
+
+    def make(*args: str) -> subprocess.CompletedProcess:
+        command = ["make", "-o", str(stamp), "-o", str(settings), "student-edition", f"VENV={BIN.parent}", *args]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    assert make().returncode != 0, "make student-edition without DEST must say how to call it"
+    done = make(f"DEST={tmp_path / 'edition'}")
+    assert done.returncode == 0 and (tmp_path / "edition" / MARKER).is_file(), done.stdout + done.stderr
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("mine", encoding="utf-8")
+    refused = make(f"DEST={tmp_path / 'mine'}")
+    assert refused.returncode != 0 and "thesis.tex" in refused.stderr, refused.stdout + refused.stderr
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["thesis.tex"]
