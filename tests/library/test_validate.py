@@ -96,3 +96,16 @@ def test_stock_nbgrader_cuts_the_hint():
         check=True,
     ).stdout
     assert HINT not in shown and shown.rstrip().endswith("...") and HINT[:60] in shown, shown
+
+
+def test_a_students_server_validates_with_the_courses_cell_timeout(monkeypatch):
+    """A student's server on the hub reads only classroom/jupyter/{student,common}: Validate there must allow a
+    test cell the 600 s of the course's own configuration, not nbgrader's 30 s."""
+    from nbgrader.validator import Validator
+    from traitlets.config.loader import PyFileConfigLoader
+
+    monkeypatch.setattr(Validator, "_indent", Validator._indent)  # the configs patch it; undone after the test
+    monkeypatch.setenv("COURSE_EXCHANGE", "/nonexistent/exchange")
+    common = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT / "classroom" / "jupyter" / "common")).load_config()
+    course = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    assert common.Execute.timeout == course.Execute.timeout == 600

@@ -11,4 +11,7 @@ c = get_config()  # noqa: F821  (injected by nbgrader)
 
 c.CourseDirectory.course_id = "seqmodels"  # as in the course's own nbgrader_config.py
 c.Exchange.root = os.environ["COURSE_EXCHANGE"]
+# Validate on a student's server: later units train small models inside test cells, far beyond nbgrader's
+# default of 30 s per cell (the course's own nbgrader_config.py, which a student's server does not read, says 600).
+c.Execute.timeout = 600
 keep_whole_lines()  # a student's server reads no nbgrader_config.py of the course's root, only this one
