@@ -252,7 +252,10 @@ def test_a_notebook_opens_unmodified(path):
     ipykernel's "Python 3 (ipykernel)", and exercises' bare language_info)."""
     metadata = json.loads(path.read_text(encoding="utf-8"))["metadata"]
     for key, value in KERNEL_METADATA.items():
-        assert metadata.get(key) == value, f"{path.relative_to(ROOT)}: metadata {key} is {metadata.get(key)}"
+        assert metadata.get(key) == value, (
+            f"{path.relative_to(ROOT)}: metadata {key} is {metadata.get(key)}, not grader/release.py's KERNEL_METADATA "
+            "(lectures executed under another Python: update KERNEL_METADATA to theirs, then run `make exercises`)"
+        )
 
 
 def test_make_student_edition_writes_it_and_refuses_a_folder_in_use(tmp_path):
