@@ -17,6 +17,7 @@
 #   make bench-grading  stock vs sandboxed autograding, seconds per submission   (authors)
 #   make bench-grading-distributed  submissions per second on 1, 2, 4 Dask workers vs the local pool (authors)
 #   make bench-long-context  time and memory of attention and its replacements against sequence length (authors)
+#   make student-edition DEST=folder  lectures, exercises and course_utils without answers (instructors)
 #   make format     format and lint-fix the Python files with ruff (pyproject.toml)   (authors)
 
 PYTHON ?= python3
@@ -38,7 +39,7 @@ SUITE_ENV := $(OFFLINE) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 AUTOGRADE := $(OFFLINE) $(BIN)/python -m grader $(if $(DB_URL),--db-url '$(DB_URL)')
 
-.PHONY: setup sandbox-tools postgres-tools datasets-tools browser-tools classroom-proxy hub lab test lectures exercises import autograde feedback grades report bench bench-grading bench-grading-distributed bench-long-context format lint clean
+.PHONY: setup sandbox-tools postgres-tools datasets-tools browser-tools classroom-proxy hub lab test lectures exercises import autograde feedback grades report bench bench-grading bench-grading-distributed bench-long-context student-edition format lint clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,7 +48,15 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(BIN)/jupyter labextension enable @jupyter/nbgrader >/dev/null
 	touch $(STAMP)
 
-setup: $(STAMP)
+# JupyterLab opens quietly: no "get notified about official Jupyter news?" pop-up. The course's settings
+# override goes into the environment's overrides.d (read by `make lab` and by every server of `make hub`),
+# beside any overrides.json of the user's own.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/seqmodels.json
+$(LAB_SETTINGS): classroom/jupyter/lab/overrides.json $(STAMP)
+	mkdir -p $(dir $@)
+	cp $< $@
+
+setup: $(STAMP) $(LAB_SETTINGS)
 
 # The autograder's sandbox needs bubblewrap (Linux). Installed when we are root and apt is there;
 # elsewhere, or offline, only a note: sandboxed grading then refuses to run and its tests skip.
@@ -190,6 +199,11 @@ bench-grading-distributed: setup sandbox-tools
 
 bench-long-context: setup
 	$(OFFLINE) $(BIN)/python -m benchmarks.long_context
+
+# What students get when the instructor grades: no solutions/, hidden tests, banks or grader (docs/instructors.md).
+student-edition: setup
+	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=folder"; exit 2; }
+	$(BIN)/python -m grader.edition '$(DEST)'
 
 clean:
 	rm -rf $(VENV) gradebook.db submitted autograded feedback grades.csv grades_parts.csv reports classroom/node_modules classroom/state

@@ -20,9 +20,22 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.log
 c.Execute.timeout = 600
 c.ExecutePreprocessor.timeout = 600
 
+# Validate (`nbgrader validate` and the JupyterLab button) shows every line of a failure whole: nbgrader
+# cuts printed lines at Validator.width - 3 characters, the end of a long hint included.
+from course_utils.testing.validate import keep_whole_lines  # noqa: E402
+
+keep_whole_lines()
+
 # Exercises are released without outputs; the stub raises NotImplementedError.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Exercises open in JupyterLab unmodified: they carry the kernel metadata JupyterLab writes on load.
+from nbgrader.converters import GenerateAssignment  # noqa: E402
+
+from grader.release import OpenClean  # noqa: E402
+
+c.GenerateAssignment.preprocessors = [*GenerateAssignment.class_traits()["preprocessors"].default(), OpenClean]
 
 # Feedback shows test cells without their hidden tests, and failures without tracebacks
 # (whose context lines would quote the hidden test code); the failure message remains.

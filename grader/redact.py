@@ -3,13 +3,14 @@
 nbgrader marks hidden tests with ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` in the source
 (``solutions/``). ``hidden_lines`` lists the code lines between those markers that the student is not
 shown anyway; ``redact`` cuts them (and the markers) out of any text; ``summarize_error`` is the one
-line a student sees of a failure. The graded notebook (``grader.plan``), the feedback preprocessor and
+line a student sees of a failure; ``solution_lines`` lists the answers' lines the release does not show.
+The graded notebook (``grader.plan``), the feedback preprocessor and
 the leak check after ``nbgrader generate_feedback`` (``grader.feedback``) all use these.
 """
 
 from __future__ import annotations
 
-from grader.notebook import cell_text, cells, notebook_text
+from grader.notebook import cell_text, cells, nbgrader_meta, notebook_text
 
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 REDACTED = "[hidden test code removed]"
@@ -26,6 +27,30 @@ def hidden_test_lines(source: str, min_length: int = 13, visible: str = "") -> l
         elif inside and len(line.strip()) >= min_length and line.strip() not in visible:
             lines.append(line.strip())
     return lines
+
+
+SOLUTION_BEGIN, SOLUTION_END = "### BEGIN SOLUTION", "### END SOLUTION"
+
+
+def solution_lines(source_nb: dict, shown_nb: dict, min_length: int = 13) -> list[str]:
+    """The stripped lines of the answers in notebook ``source_nb`` (the nbgrader source) that notebook
+    ``shown_nb`` (the release) does not show: the code between BEGIN/END SOLUTION markers of its answer
+    cells (the whole cell where it has no markers) and the model answers of its written-answer cells.
+    Lines shorter than ``min_length`` characters are left out. Returns a list of strings, cell by cell."""
+    visible = notebook_text(shown_nb)
+    found = []
+    for cell in cells(source_nb):
+        text = cell_text(cell) or ""
+        if not nbgrader_meta(cell).get("solution"):
+            continue
+        marked = SOLUTION_BEGIN in text
+        inside = not marked
+        for line in text.splitlines():
+            if SOLUTION_BEGIN in line or SOLUTION_END in line:
+                inside = SOLUTION_BEGIN in line
+            elif inside and len(line.strip()) >= min_length and line.strip() not in visible:
+                found.append(line.strip())
+    return found
 
 
 def hidden_lines(source_nb: dict, shown_nb: dict) -> list[str]:

@@ -2,11 +2,13 @@
 
 ``Hub`` starts ``classroom/jupyterhub_config.py`` on free loopback ports with its state in a temporary
 folder, and stops it, the proxy and every single-user server (each in a session of its own) when the
-test ends. ``browser_problem`` says why no browser test can run here, or None.
+test ends. ``browser_problem`` says why no browser test can run here, or None. ``saved_changes`` says what
+JupyterLab changed in a notebook it shows as modified.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -162,3 +164,40 @@ class Hub:
                 proc.wait(timeout=10)
             except psutil.Error:
                 pass
+
+
+def changes(before: dict, after: dict) -> str:
+    """What differs between two notebook dicts: top-level keys, metadata keys, then each changed cell's keys."""
+    found = [
+        f"{k}: {before.get(k)!r} -> {after.get(k)!r}"
+        for k in ("nbformat", "nbformat_minor")
+        if before.get(k) != after.get(k)
+    ]
+    meta = (before.get("metadata", {}), after.get("metadata", {}))
+    found += [
+        f"metadata.{k}: {meta[0].get(k)!r} -> {meta[1].get(k)!r}"
+        for k in sorted({*meta[0], *meta[1]})
+        if meta[0].get(k) != meta[1].get(k)
+    ]
+    for i, (a, b) in enumerate(zip(before.get("cells", []), after.get("cells", []))):
+        keys = sorted(
+            k
+            for k in {*a, *b}
+            if (k == "source" and "".join(a.get(k, "")) != "".join(b.get(k, "")))
+            or (k != "source" and a.get(k) != b.get(k))
+        )
+        if keys:
+            found.append(f"cell {i}: {keys} e.g. {keys[0]}: {a.get(keys[0])!r:.200} -> {b.get(keys[0])!r:.200}")
+    return "; ".join(found[:8]) or "nothing"
+
+
+def saved_changes(page, panel, path: Path, notebook: dict) -> str:
+    """Save the open notebook with its toolbar button; what the save changed in ``notebook`` (for a failure
+    message: it never raises)."""
+    try:
+        before = path.stat().st_mtime_ns
+        panel.locator(".jp-Toolbar-item[data-jp-item-name='save'] button").click()
+        wait_for(lambda: path.stat().st_mtime_ns != before, 30, "the save")
+        return changes(notebook, json.loads(path.read_text(encoding="utf-8")))
+    except Exception as exc:
+        return f"(could not save to see: {exc})"

@@ -4,7 +4,8 @@ collect, grade (sandboxed, then by hand), feedback.
 One instructor and two students on ``classroom/jupyterhub_config.py`` (a temporary copy of the course
 holding unit 01, the fastest to grade). In the browser: the instructor generates and releases the
 exercise in the formgrader; each student logs in, fetches it in the Assignments panel, opens it, writes
-the written answer in the notebook, presses Validate and submits. Their code answers are written into
+the written answer in the notebook, presses Validate and submits (JupyterLab asks nothing about news, the
+notebook opens unmodified, and Validate shows the long failure line whole). Their code answers are written into
 the fetched notebook on disk first (typing 70 lines into CodeMirror would test CodeMirror): ``student1``
 the reference answers, ``student2`` the same with a wrong ``char_ngrams``. The instructor collects in the
 formgrader, grades with ``python -m grader autograde`` (sandboxed), gives the written answers points and
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from classroom_hub import CHROMIUM_ARGS, ROOT, Hub, browser_problem, chromium, wait_for
+from classroom_hub import CHROMIUM_ARGS, ROOT, Hub, browser_problem, chromium, saved_changes, wait_for
 
 from grader.feedback import hidden_test_lines
 from grader.sandbox import UNSAFE_FLAG, sandbox_problem
@@ -36,6 +37,8 @@ from grader.sandbox import UNSAFE_FLAG, sandbox_problem
 UNIT = "01_tokenization"
 WRONG_PART = "ngrams_answer"  # student2 returns [] from char_ngrams: its test cell earns nothing
 WRONG_TEST = "ngrams_test"
+# The visible test's failure for that answer: one line longer than nbgrader's 90-character width.
+LONG_FAILURE = "char_ngrams('football', 3): got [], expected ['<fo', 'foo', 'oot', 'otb', 'tba', 'bal', 'all', 'll>']"
 WRITTEN = "tradeoffs"  # the unit's written answer, graded by hand (3 points)
 MANUAL = {"student1": 3, "student2": 1}
 COMMENT = "Graded by hand in the formgrader: {student}, the axes are right."
@@ -61,6 +64,9 @@ class Seen:
     side_panels: list[str] = field(default_factory=list)  # titles of the right side bar's tabs
     formgrader_status: int = 0  # HTTP status of /user/<name>/formgrader
     validation: str = ""  # the Validate dialog's text
+    modified_on_open: bool = True  # whether the fetched notebook's tab showed unsaved changes before any typing
+    news_prompt: bool = True  # whether JupyterLab asked about official Jupyter news
+    changed_on_open: str = ""  # when modified on open: what JupyterLab's save changed in the file
     feedback: str = ""  # the feedback page as shown in JupyterLab
 
 
@@ -144,6 +150,17 @@ def student_works(page, hub: Hub, student: str, seen: Seen) -> None:
     fetched.locator("a.assignment-notebooks-link").click()
     page.locator(f"#nbgrader-seqmodels-{UNIT} .nested_list_item a", has_text=UNIT).click()
     panel = page.locator(".jp-NotebookPanel:visible")
+    # Once its kernel is idle JupyterLab has written the kernel's metadata into the notebook: modified or not.
+    # (The tab may show the mark for a moment while the notebook loads; modified means it stays.)
+    panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for()
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-current")
+    try:
+        wait_for(lambda: "jp-mod-dirty" not in (tab.get_attribute("class") or ""), 10, "the tab to show no change")
+        seen.modified_on_open = False
+    except TimeoutError:
+        seen.modified_on_open = True
+        seen.changed_on_open = saved_changes(page, panel, path, notebook)
+    seen.news_prompt = page.get_by_text("official Jupyter news").count() > 0
     written = panel.locator(".jp-MarkdownCell", has_text="YOUR ANSWER HERE")
     written.dblclick()
     editor = written.locator(".cm-content")
@@ -329,6 +346,24 @@ def test_validate_lists_the_failing_cell(classroom):
     assert "The following cell failed" in failed, failed
     assert "Visible tests for char_ngrams" in failed, failed
     assert failed.count("The following cell failed") == 1, failed
+
+
+def test_validate_shows_a_long_failure_message_whole(classroom):
+    """The failure of student2's char_ngrams is one line of more than 90 characters: stock nbgrader cut such
+    lines at 87 when printing them; the dialog must show it whole."""
+    seen, _, _ = classroom
+    assert len(LONG_FAILURE) > 90
+    assert LONG_FAILURE in seen["student2"].validation, seen["student2"].validation
+
+
+def test_jupyterlab_opens_quietly(classroom):
+    """No news pop-up, and the fetched exercise is not marked modified before the student types."""
+    seen, _, _ = classroom
+    for student in STUDENTS:
+        assert not seen[student].news_prompt, f"{student} was asked about official Jupyter news"
+        assert not seen[student].modified_on_open, (
+            f"{student}'s notebook opened marked modified; saved, it changed: {seen[student].changed_on_open}"
+        )
 
 
 def test_the_wrong_answer_scores_lower(classroom):
