@@ -54,7 +54,7 @@ SUSPICIOUS = {
     "complex-numbers": r"\bcomplex(64|128)\b|\bcomplex\s*\(|\bc(float|double)\b|\.imag\b|\bview_as_complex\b"
     r"|(?<![\w.])\d+(\.\d*)?j\b",
     "grader": r"\b(import|from)\s+grader\b|/grader\b|runner\.py|\bgrader\s*\.\s*(runner|sandbox|session|notebook|redact"
-    r"|plan|review|course|grade|pools|gradebook|feedback|autograde|report|cli)\b",
+    r"|release|plan|review|course|grade|pools|gradebook|feedback|edition|autograde|report|cli)\b",
 }
 LIBRARY = "course_utils"
 # Modules an answer may import: what test cells and notebooks use around the exercises, no reference code.
