@@ -23,9 +23,9 @@ from traitlets import Bool, Int
 
 from grader.course import load_course, nbgrader_command, trusted_notebook
 from grader.notebook import notebook_text
-from grader.redact import hidden_lines, hidden_test_lines, quotes_hidden, summarize_error
+from grader.redact import hidden_lines, quotes_hidden, summarize_error
 
-__all__ = ["HideTestCode", "feedback", "hidden_test_lines"]  # hidden_test_lines: re-exported for older imports
+__all__ = ["HideTestCode", "feedback"]
 
 
 class HideTestCode(Preprocessor):

@@ -20,10 +20,16 @@ def hidden_test_lines(source: str, min_length: int = 13, visible: str = "") -> l
     """The stripped lines of one cell's ``source`` between BEGIN/END HIDDEN TESTS markers that are at
     least ``min_length`` characters long, leaving out those that occur in ``visible`` (what students
     are shown anyway). Returns a list of strings, in source order."""
-    lines, inside = [], False
-    for line in source.splitlines():
-        if HIDDEN_BEGIN in line or HIDDEN_END in line:
-            inside = HIDDEN_BEGIN in line
+    return _marked_lines(source, HIDDEN_BEGIN, HIDDEN_END, min_length, visible, inside=False)
+
+
+def _marked_lines(text: str, begin: str, end: str, min_length: int, visible: str, inside: bool) -> list[str]:
+    """The stripped lines of ``text`` between ``begin`` and ``end`` marker lines (from the first line on when
+    ``inside``), at least ``min_length`` characters long and not found in ``visible``."""
+    lines = []
+    for line in text.splitlines():
+        if begin in line or end in line:
+            inside = begin in line
         elif inside and len(line.strip()) >= min_length and line.strip() not in visible:
             lines.append(line.strip())
     return lines
@@ -43,13 +49,9 @@ def solution_lines(source_nb: dict, shown_nb: dict, min_length: int = 13) -> lis
         text = cell_text(cell) or ""
         if not nbgrader_meta(cell).get("solution"):
             continue
-        marked = SOLUTION_BEGIN in text
-        inside = not marked
-        for line in text.splitlines():
-            if SOLUTION_BEGIN in line or SOLUTION_END in line:
-                inside = SOLUTION_BEGIN in line
-            elif inside and len(line.strip()) >= min_length and line.strip() not in visible:
-                found.append(line.strip())
+        found += _marked_lines(
+            text, SOLUTION_BEGIN, SOLUTION_END, min_length, visible, inside=SOLUTION_BEGIN not in text
+        )
     return found
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from classroom_hub import CHROMIUM_ARGS, ROOT, Hub, browser_problem, chromium, saved_changes, wait_for
 
-from grader.feedback import hidden_test_lines
+from grader.redact import hidden_test_lines
 from grader.sandbox import UNSAFE_FLAG, sandbox_problem
 
 UNIT = "01_tokenization"
